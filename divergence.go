@@ -1,0 +1,102 @@
+package tandem
+
+import "time"
+
+// Divergence kinds (DESIGN.md "Comparator").
+const (
+	KindOutcomeMismatch  = "outcome_mismatch"
+	KindLocationMismatch = "location_mismatch"
+	KindShadowError      = "shadow_error"
+	KindShadowTimeout    = "shadow_timeout"
+	KindShadowDropped    = "shadow_dropped"
+	KindStateDrift       = "state_drift"
+)
+
+// DivergenceKinds lists every kind, in report order.
+var DivergenceKinds = []string{
+	KindOutcomeMismatch, KindLocationMismatch, KindShadowError,
+	KindShadowTimeout, KindShadowDropped, KindStateDrift,
+}
+
+// Operations that are dual-written and compared.
+const (
+	OpReserve  = "reserve"
+	OpClaim    = "claim"
+	OpRelease  = "release"
+	OpSetStock = "set_on_hand"
+	OpAudit    = "audit"
+)
+
+// Outcome is what one store answered to one operation.
+type Outcome struct {
+	Store string `json:"store"`
+	// Status is the reservation status on success, or the error code.
+	Status string `json:"status"`
+	Lines  []Line `json:"lines,omitempty"`
+	// Message is the error message, if any.
+	Message string        `json:"message,omitempty"`
+	Latency time.Duration `json:"-"`
+	// LatencyMS is Latency in milliseconds, for the JSON form.
+	LatencyMS float64 `json:"latency_ms"`
+}
+
+// OutcomeOf summarises a store's answer.
+func OutcomeOf(store string, res *Reservation, err error, latency time.Duration) Outcome {
+	o := Outcome{Store: store, Latency: latency, LatencyMS: float64(latency.Microseconds()) / 1000}
+	if err != nil {
+		o.Status, o.Message = ErrorCode(err), ErrorMessage(err)
+		return o
+	}
+	if res != nil {
+		o.Status, o.Lines = string(res.Status), res.Lines
+	}
+	return o
+}
+
+// Comparison is the result of one dual-written operation.
+type Comparison struct {
+	At            time.Time
+	Pod           string
+	Op            string
+	ShopID        int64
+	CartToken     string
+	SourceOfTruth string
+	Primary       Outcome
+	Shadow        Outcome
+	// Kind is "" for a match, else one of the divergence kinds.
+	Kind string
+}
+
+// Divergence is a persisted comparison that did not match, or a drift found
+// by the audit.
+type Divergence struct {
+	ID            int64     `json:"id"`
+	At            time.Time `json:"at"`
+	Pod           string    `json:"pod"`
+	Op            string    `json:"op"`
+	Kind          string    `json:"kind"`
+	CartToken     string    `json:"cart_token,omitempty"`
+	ShopID        int64     `json:"shop_id,omitempty"`
+	SourceOfTruth string    `json:"source_of_truth"`
+	Primary       Outcome   `json:"primary"`
+	Shadow        Outcome   `json:"shadow"`
+}
+
+// Drift is one position whose stores disagree with the ledger.
+type Drift struct {
+	ShopID         int64  `json:"shop_id"`
+	ItemID         int64  `json:"inventory_item_id"`
+	GroupID        int64  `json:"group_id"`
+	LedgerOnHand   int64  `json:"ledger_on_hand"`
+	RedisAvailable *int64 `json:"redis_available"`
+	MySQLAvailable *int64 `json:"mysql_available"`
+}
+
+// Audit is the result of a drift audit of one pod.
+type Audit struct {
+	Pod     string    `json:"pod"`
+	At      time.Time `json:"at"`
+	Checked int       `json:"checked"`
+	Clean   bool      `json:"clean"`
+	Drifted []Drift   `json:"drifted"`
+}

@@ -1,0 +1,101 @@
+package tandem
+
+import (
+	"context"
+	"time"
+)
+
+// ReservationStore is one reservation engine of a pod: the legacy Redis
+// counters (redisres) or the MySQL unit rows (mysqlres). Both implement the
+// same semantics, pinned by one conformance suite. Every method may also
+// return EUNAVAILABLE when the store (or the ledger it needs) cannot be
+// reached in time, and changes nothing visible when it does.
+type ReservationStore interface {
+	// Name returns StoreRedis or StoreMySQL.
+	Name() string
+
+	// Reserve holds every line of the cart or nothing. Each line is taken
+	// whole from the first of its groups that can cover it. A retry of an
+	// identical request (same token and Fingerprint) while the hold is active
+	// returns the stored reservation with Replayed set.
+	// Returns EINVALID (request breaks API.md), EINSUFFICIENT (a line cannot
+	// be covered; details name inventory_item_id), ECONFLICT (the token is
+	// in use with a different request, or already claimed, released or
+	// expired).
+	Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error)
+
+	// Claim deducts the ledger's on_hand by every line of the cart, exactly
+	// once per (shop, cart token), and removes the hold. A repeated claim
+	// returns the claimed reservation with Replayed set and changes nothing.
+	// Returns ENOTFOUND (never reserved here), EGONE (expired or released).
+	Claim(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+
+	// Release returns the cart's units to stock at once. A repeated release
+	// returns the released reservation with Replayed set.
+	// Returns ENOTFOUND (never reserved here), EALREADYCLAIMED, EGONE (expired).
+	Release(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+
+	// Get returns the cart's reservation in any state. Returns ENOTFOUND.
+	Get(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+
+	// SetOnHand sets the ledger's on_hand for key (a stock count or restock)
+	// and makes this store's sellable count follow at once.
+	// Returns EINVALID (out of 0..MaxOnHand), ECONFLICT (below what this
+	// store holds for key; nothing changes).
+	SetOnHand(ctx context.Context, key Key, onHand int64) (*Counters, error)
+
+	// Counters returns key's counters as this store sees them (zeros for a
+	// key never stocked).
+	Counters(ctx context.Context, key Key) (*Counters, error)
+
+	// ExpireDue returns the stock of at most limit active holds whose expiry
+	// is at or before now, marking them expired, and says how many it
+	// expired. Safe to run from many instances at once: each hold is
+	// returned once.
+	ExpireDue(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// ListCounters returns the counters of every position this store knows,
+	// ordered by key, for the drift audit.
+	ListCounters(ctx context.Context) ([]Counters, error)
+
+	// CheckInvariants returns the store's broken internal invariants
+	// (mysqlres: on_hand = unpooled + pool rows + reserved units; redisres:
+	// counter + holds = on_hand), none when it is consistent.
+	CheckInvariants(ctx context.Context) ([]Violation, error)
+}
+
+// Resyncer is a store whose state can be listed and rebuilt from the ledger,
+// used when a pod enters shadow (MySQL backfilled from the ledger and the
+// active Redis holds) and by resync (Redis rebuilt from MySQL).
+type Resyncer interface {
+	// ActiveHolds returns every active reservation the store holds.
+	ActiveHolds(ctx context.Context) ([]Reservation, error)
+
+	// Rebuild replaces the store's counters and holds for the whole pod:
+	// every position gets the ledger's on_hand less the given holds, which
+	// become this store's active holds. Terminal reservations it knows are
+	// kept. Returns how many positions it rewrote.
+	Rebuild(ctx context.Context, holds []Reservation) (int, error)
+}
+
+// Ledger is a pod's inventory ledger, in the pod's MySQL: on_hand per
+// position, the source of truth for physical stock, and the record of
+// claimed carts that makes every claim deduct exactly once whichever store
+// claims it. mysqlres implements it; redisres claims through it.
+type Ledger interface {
+	// OnHand returns key's on_hand, 0 for a key never stocked.
+	OnHand(ctx context.Context, key Key) (int64, error)
+
+	// ListOnHand returns on_hand of every stocked position.
+	ListOnHand(ctx context.Context) (map[Key]int64, error)
+
+	// SetOnHand writes on_hand for key unconditionally (the caller has
+	// checked its own holds).
+	SetOnHand(ctx context.Context, key Key, onHand int64) error
+
+	// DeductCart lowers on_hand by every line's quantity once per (shop,
+	// cart token): applied is false when the cart was deducted before, in
+	// which case nothing changes. Stores that keep holds in the ledger's
+	// database settle the cart's hold in the same transaction.
+	DeductCart(ctx context.Context, shopID int64, cartToken string, lines []Line) (applied bool, err error)
+}
