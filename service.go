@@ -1,0 +1,169 @@
+package tandem
+
+import (
+	"context"
+	"time"
+)
+
+// StoreCounters is one store's view of a position in an Inventory answer.
+type StoreCounters struct {
+	Available int64 `json:"available"`
+	Reserved  int64 `json:"reserved"`
+}
+
+// Inventory is a position as the checkout API shows it: the ledger's
+// on_hand, what the source of truth holds, and each maintained store's view.
+type Inventory struct {
+	ShopID        int64                    `json:"shop_id"`
+	ItemID        int64                    `json:"inventory_item_id"`
+	GroupID       int64                    `json:"group_id"`
+	OnHand        int64                    `json:"on_hand"`
+	Reserved      int64                    `json:"reserved"`
+	Available     int64                    `json:"available"`
+	Pod           string                   `json:"pod"`
+	SourceOfTruth string                   `json:"source_of_truth"`
+	Stores        map[string]StoreCounters `json:"stores"`
+}
+
+// CheckoutService is what the checkout API serves: reservations routed to
+// the pod that owns the shop and answered by that pod's source of truth.
+// Every method returns EUNKNOWNSHOP for a shop no pod lists and EUNAVAILABLE
+// when the source of truth cannot be reached, besides the codes of the
+// matching ReservationStore method.
+type CheckoutService interface {
+	Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error)
+	Claim(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+	Release(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+	Get(ctx context.Context, shopID int64, cartToken string) (*Reservation, error)
+	SetOnHand(ctx context.Context, key Key, onHand int64) (*Inventory, error)
+	Inventory(ctx context.Context, key Key) (*Inventory, error)
+}
+
+// Change is who asks for an admin change and why; every change is written
+// to the audit log with it.
+type Change struct {
+	Actor  string
+	Reason string
+}
+
+// Gates is the state of a pod's promotion gates for shadow -> mysql.
+type Gates struct {
+	Comparisons    int64   `json:"comparisons"`
+	DivergenceRate float64 `json:"divergence_rate"`
+	LastAuditClean bool    `json:"last_audit_clean"`
+	Passing        bool    `json:"passing"`
+	// FailedGates names the gates that do not pass: "min_comparisons",
+	// "max_divergence_rate", "audit_clean".
+	FailedGates []string `json:"failed_gates"`
+}
+
+// PodStatus is API.md's POD.
+type PodStatus struct {
+	Pod           string    `json:"pod"`
+	Mode          Mode      `json:"mode"`
+	SourceOfTruth string    `json:"source_of_truth"`
+	Shadow        string    `json:"shadow"`
+	KillSwitch    bool      `json:"kill_switch"`
+	Shops         string    `json:"shops"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	Gates         Gates     `json:"gates"`
+}
+
+// ModeChange asks to move a pod to another mode.
+type ModeChange struct {
+	Change
+	Mode   Mode
+	Force  bool
+	DryRun bool
+}
+
+// DryRun is the answer to a mode change with dry_run set.
+type DryRun struct {
+	WouldApply  bool     `json:"would_apply"`
+	FailedGates []string `json:"failed_gates"`
+}
+
+// Refusal names a pod the kill switch could not move to Redis, and why.
+type Refusal struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// KillSwitchState is API.md's KILLSWITCH.
+type KillSwitchState struct {
+	Engaged bool       `json:"engaged"`
+	Pods    []string   `json:"pods"`
+	Since   *time.Time `json:"since"`
+	Reason  string     `json:"reason"`
+	Refused []Refusal  `json:"refused,omitempty"`
+}
+
+// LatencyStats is a store's latency percentiles in a report.
+type LatencyStats struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Report is API.md's REPORT: a pod's comparisons over the gate window.
+type Report struct {
+	Pod            string                  `json:"pod"`
+	Mode           Mode                    `json:"mode"`
+	Window         string                  `json:"window"`
+	Comparisons    int64                   `json:"comparisons"`
+	Matches        int64                   `json:"matches"`
+	Divergences    map[string]int64        `json:"divergences"`
+	DivergenceRate float64                 `json:"divergence_rate"`
+	LatencyMS      map[string]LatencyStats `json:"latency_ms"`
+}
+
+// DivergenceFilter selects divergences, newest first.
+type DivergenceFilter struct {
+	Pod   string
+	Kind  string
+	Limit int
+}
+
+// AuditLogEntry is one change in the append-only audit log.
+type AuditLogEntry struct {
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Pod    string    `json:"pod"`
+	Reason string    `json:"reason"`
+	Before string    `json:"before"`
+	After  string    `json:"after"`
+}
+
+// Instance is one running `tandem serve` as the control database knows it.
+type Instance struct {
+	ID             string    `json:"id"`
+	Addr           string    `json:"addr"`
+	StartedAt      time.Time `json:"started_at"`
+	LastSeen       time.Time `json:"last_seen"`
+	ControlVersion int64     `json:"control_version"`
+	Stale          bool      `json:"stale"`
+}
+
+// AdminService is what the admin API serves. Changes return EINVALID for a
+// bad reason or mode, EUNKNOWNPOD, ETRANSITIONREFUSED (details
+// failed_gates) and EUNAVAILABLE when the control database is down (except
+// the kill switch, which works without it).
+type AdminService interface {
+	Pods(ctx context.Context) ([]PodStatus, error)
+	Pod(ctx context.Context, pod string) (*PodStatus, error)
+	// SetMode returns the pod's new status, or with DryRun the gate verdict
+	// and a nil status.
+	SetMode(ctx context.Context, pod string, ch ModeChange) (*PodStatus, *DryRun, error)
+	// EngageKillSwitch engages pods (all when empty).
+	EngageKillSwitch(ctx context.Context, pods []string, ch Change) (*KillSwitchState, error)
+	DisengageKillSwitch(ctx context.Context, pods []string, ch Change) (*KillSwitchState, error)
+	KillSwitch(ctx context.Context) (*KillSwitchState, error)
+	Divergences(ctx context.Context, f DivergenceFilter) ([]Divergence, error)
+	Report(ctx context.Context) ([]Report, error)
+	Audit(ctx context.Context, pod string, ch Change) (*Audit, error)
+	// Resync rebuilds the pod's Redis from MySQL (from must be "mysql") and
+	// returns how many keys it rewrote.
+	Resync(ctx context.Context, pod, from string, ch Change) (int, error)
+	AuditLog(ctx context.Context, limit int) ([]AuditLogEntry, error)
+	Instances(ctx context.Context) ([]Instance, error)
+}
