@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/tandemhq/tandem"
+)
+
+// Config is the YAML configuration of `tandem serve` and `tandem migrate`
+// (API.md "Config file"). Secrets come only from the environment.
+type Config struct {
+	Listen      string            `yaml:"listen"`
+	AdminListen string            `yaml:"admin_listen"`
+	Control     ControlConfig     `yaml:"control"`
+	Reservation ReservationConfig `yaml:"reservation"`
+	Rollout     RolloutConfig     `yaml:"rollout"`
+	Shadow      ShadowConfig      `yaml:"shadow"`
+	Pods        []PodConfig       `yaml:"pods"`
+}
+
+// ControlConfig locates the control database and the fan-out Redis.
+type ControlConfig struct {
+	MySQLDSN  string `yaml:"mysql_dsn"`
+	RedisAddr string `yaml:"redis_addr"`
+	RedisDB   int    `yaml:"redis_db"`
+}
+
+// ReservationConfig sets hold and pool defaults.
+type ReservationConfig struct {
+	DefaultTTL     time.Duration `yaml:"default_ttl"`
+	ReaperInterval time.Duration `yaml:"reaper_interval"`
+	PoolCap        int           `yaml:"pool_cap"`
+}
+
+// RolloutConfig sets the promotion gates and the automatic abort.
+type RolloutConfig struct {
+	GateMinComparisons    int64         `yaml:"gate_min_comparisons"`
+	GateMaxDivergenceRate float64       `yaml:"gate_max_divergence_rate"`
+	GateWindow            time.Duration `yaml:"gate_window"`
+	GateRequireAudit      bool          `yaml:"gate_require_audit"`
+	AbortDivergenceRate   float64       `yaml:"abort_divergence_rate"`
+	AbortMinComparisons   int64         `yaml:"abort_min_comparisons"`
+	AuditInterval         time.Duration `yaml:"audit_interval"`
+}
+
+// ShadowConfig bounds the shadow's work.
+type ShadowConfig struct {
+	Timeout     time.Duration `yaml:"timeout"`
+	MaxInflight int           `yaml:"max_inflight"`
+}
+
+// PodConfig is one pod: its shops and its own MySQL and Redis.
+type PodConfig struct {
+	Name              string   `yaml:"name"`
+	Shops             []string `yaml:"shops"`
+	Mode              string   `yaml:"mode"`
+	MySQLDSN          string   `yaml:"mysql_dsn"`
+	RedisAddr         string   `yaml:"redis_addr"`
+	RedisDB           int      `yaml:"redis_db"`
+	MySQLMaxOpenConns int      `yaml:"mysql_max_open_conns"`
+
+	shops tandem.ShopSet
+}
+
+// DefaultConfig returns the defaults of API.md, with no pods.
+func DefaultConfig() Config {
+	return Config{
+		Listen:      "127.0.0.1:8080",
+		AdminListen: "127.0.0.1:8081",
+		Control:     ControlConfig{MySQLDSN: "root@tcp(127.0.0.1:3306)/tandem_control", RedisAddr: "127.0.0.1:6379"},
+		Reservation: ReservationConfig{DefaultTTL: 10 * time.Minute, ReaperInterval: time.Second, PoolCap: 1000},
+		Rollout: RolloutConfig{
+			GateMinComparisons: 1000, GateMaxDivergenceRate: 0.001, GateWindow: 15 * time.Minute,
+			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
+			AuditInterval: 5 * time.Minute,
+		},
+		Shadow: ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
+	}
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return ParseConfig(f)
+}
+
+// ParseConfig decodes YAML over the defaults, rejecting unknown keys, and
+// validates the result.
+func ParseConfig(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+var podName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate checks every key and names the first that is wrong.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	}
+	for key, addr := range map[string]string{"listen": c.Listen, "admin_listen": c.AdminListen} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad(key, "want host:port, got %q", addr)
+		}
+	}
+	if _, err := mysql.ParseDSN(c.Control.MySQLDSN); err != nil || c.Control.MySQLDSN == "" {
+		return bad("control.mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
+	}
+	if _, _, err := net.SplitHostPort(c.Control.RedisAddr); err != nil {
+		return bad("control.redis_addr", "want host:port, got %q", c.Control.RedisAddr)
+	}
+	if c.Control.RedisDB < 0 || c.Control.RedisDB > 15 {
+		return bad("control.redis_db", "must be 0..15")
+	}
+	if c.Reservation.DefaultTTL < time.Second || c.Reservation.DefaultTTL > tandem.MaxTTL {
+		return bad("reservation.default_ttl", "must be 1s..1h, got %s", c.Reservation.DefaultTTL)
+	}
+	if c.Reservation.ReaperInterval < 10*time.Millisecond || c.Reservation.ReaperInterval > time.Minute {
+		return bad("reservation.reaper_interval", "must be 10ms..1m, got %s", c.Reservation.ReaperInterval)
+	}
+	if c.Reservation.PoolCap < 1 || c.Reservation.PoolCap > 100000 {
+		return bad("reservation.pool_cap", "must be 1..100000, got %d", c.Reservation.PoolCap)
+	}
+	ro := c.Rollout
+	switch {
+	case ro.GateMinComparisons < 0:
+		return bad("rollout.gate_min_comparisons", "must be >= 0")
+	case ro.GateMaxDivergenceRate < 0 || ro.GateMaxDivergenceRate > 1:
+		return bad("rollout.gate_max_divergence_rate", "must be 0..1")
+	case ro.GateWindow < time.Second || ro.GateWindow > 24*time.Hour:
+		return bad("rollout.gate_window", "must be 1s..24h, got %s", ro.GateWindow)
+	case ro.AbortDivergenceRate < 0 || ro.AbortDivergenceRate > 1:
+		return bad("rollout.abort_divergence_rate", "must be 0..1 (0 disables)")
+	case ro.AbortMinComparisons < 0:
+		return bad("rollout.abort_min_comparisons", "must be >= 0")
+	case ro.AuditInterval < 0:
+		return bad("rollout.audit_interval", "must be >= 0 (0 disables the scheduled audit)")
+	}
+	if c.Shadow.Timeout < time.Millisecond || c.Shadow.Timeout > 30*time.Second {
+		return bad("shadow.timeout", "must be 1ms..30s, got %s", c.Shadow.Timeout)
+	}
+	if c.Shadow.MaxInflight < 1 || c.Shadow.MaxInflight > 100000 {
+		return bad("shadow.max_inflight", "must be 1..100000, got %d", c.Shadow.MaxInflight)
+	}
+	if len(c.Pods) == 0 {
+		return bad("pods", "at least one pod is required")
+	}
+	names := map[string]bool{}
+	for i := range c.Pods {
+		p := &c.Pods[i]
+		key := fmt.Sprintf("pods[%d]", i)
+		if !podName.MatchString(p.Name) {
+			return bad(key+".name", "want [a-z0-9][a-z0-9_-]*, got %q", p.Name)
+		}
+		if names[p.Name] {
+			return bad(key+".name", "pod %q is listed twice", p.Name)
+		}
+		names[p.Name] = true
+		if len(p.Shops) == 0 {
+			return bad(key+".shops", "at least one shop id or range is required")
+		}
+		s, err := tandem.ParseShopSet(p.Shops)
+		if err != nil {
+			return bad(key+".shops", "%v", err)
+		}
+		p.shops = s
+		for j := 0; j < i; j++ {
+			if c.Pods[j].shops.Overlaps(s) {
+				return bad(key+".shops", "overlaps the shops of pod %q", c.Pods[j].Name)
+			}
+		}
+		if p.Mode == "" {
+			p.Mode = string(tandem.ModeRedis)
+		}
+		if !tandem.Mode(p.Mode).Valid() {
+			return bad(key+".mode", "want redis, shadow, mysql or mysql_only, got %q", p.Mode)
+		}
+		if _, err := mysql.ParseDSN(p.MySQLDSN); err != nil || p.MySQLDSN == "" {
+			return bad(key+".mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
+		}
+		if _, _, err := net.SplitHostPort(p.RedisAddr); err != nil {
+			return bad(key+".redis_addr", "want host:port, got %q", p.RedisAddr)
+		}
+		if p.RedisDB < 0 || p.RedisDB > 15 {
+			return bad(key+".redis_db", "must be 0..15")
+		}
+		if p.MySQLMaxOpenConns == 0 {
+			p.MySQLMaxOpenConns = 32
+		}
+		if p.MySQLMaxOpenConns < 1 || p.MySQLMaxOpenConns > 1000 {
+			return bad(key+".mysql_max_open_conns", "must be 1..1000")
+		}
+	}
+	return nil
+}
+
+// ShopSet returns the pod's parsed shops (valid after Validate).
+func (p PodConfig) ShopSet() tandem.ShopSet { return p.shops }

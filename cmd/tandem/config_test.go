@@ -1,0 +1,98 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const exampleConfig = `
+listen: 127.0.0.1:8080
+admin_listen: 127.0.0.1:8081
+control:
+  mysql_dsn: "root@tcp(127.0.0.1:3306)/tandem_control"
+  redis_addr: 127.0.0.1:6379
+  redis_db: 0
+reservation:
+  default_ttl: 10m
+  reaper_interval: 1s
+  pool_cap: 1000
+rollout:
+  gate_min_comparisons: 1000
+  gate_max_divergence_rate: 0.001
+  gate_window: 15m
+  gate_require_audit: true
+  abort_divergence_rate: 0.01
+  abort_min_comparisons: 200
+shadow:
+  timeout: 250ms
+  max_inflight: 256
+pods:
+  - name: pod-a
+    shops: [1, 2, 3]
+    mode: redis
+    mysql_dsn: "root@tcp(127.0.0.1:3306)/tandem_pod_a"
+    redis_addr: 127.0.0.1:6379
+    redis_db: 1
+    mysql_max_open_conns: 32
+  - name: pod-b
+    shops: ["100-199", 7]
+    mysql_dsn: "root@tcp(127.0.0.1:3306)/tandem_pod_b"
+    redis_addr: 127.0.0.1:6379
+    redis_db: 2
+`
+
+func TestParseConfig(t *testing.T) {
+	t.Run("APIExample", func(t *testing.T) {
+		cfg, err := ParseConfig(strings.NewReader(exampleConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := cfg.Reservation.DefaultTTL, 10*time.Minute; got != want {
+			t.Errorf("default_ttl: got %s, want %s", got, want)
+		}
+		if got, want := cfg.Shadow.Timeout, 250*time.Millisecond; got != want {
+			t.Errorf("shadow.timeout: got %s, want %s", got, want)
+		}
+		if got, want := cfg.Pods[1].ShopSet().String(), "7,100-199"; got != want {
+			t.Errorf("pod-b shops: got %q, want %q", got, want)
+		}
+		if got, want := cfg.Pods[1].Mode, "redis"; got != want {
+			t.Errorf("pod-b default mode: got %q, want %q", got, want)
+		}
+		if !cfg.Pods[0].ShopSet().Contains(2) || cfg.Pods[0].ShopSet().Contains(4) {
+			t.Errorf("pod-a shops: got %s, want 1-3", cfg.Pods[0].ShopSet())
+		}
+	})
+	bad := []struct {
+		name, old, new, wantKey string
+	}{
+		{"UnknownKey", "  pool_cap: 1000", "  pool_cap: 1000\n  pool_size: 3", "pool_size"},
+		{"BadTTL", "default_ttl: 10m", "default_ttl: 2h", "reservation.default_ttl"},
+		{"BadDuration", "default_ttl: 10m", "default_ttl: soon", "line 9"},
+		{"BadMode", "mode: redis\n", "mode: shadowy\n", "pods[0].mode"},
+		{"OverlappingShops", `shops: ["100-199", 7]`, `shops: ["100-199", 3]`, "pods[1].shops"},
+		{"BadShopRange", `shops: ["100-199", 7]`, `shops: ["199-100"]`, "pods[1].shops"},
+		{"DuplicatePod", "name: pod-b", "name: pod-a", "pods[1].name"},
+		{"BadDSN", `"root@tcp(127.0.0.1:3306)/tandem_pod_b"`, `"not a dsn"`, "pods[1].mysql_dsn"},
+		{"BadRate", "gate_max_divergence_rate: 0.001", "gate_max_divergence_rate: 2", "rollout.gate_max_divergence_rate"},
+		{"BadInflight", "max_inflight: 256", "max_inflight: 0", "shadow.max_inflight"},
+		{"BadListen", "listen: 127.0.0.1:8080", "listen: nowhere", "listen"},
+		{"NoPods", exampleConfig[strings.Index(exampleConfig, "pods:"):], "", "pods"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(exampleConfig, tc.old, tc.new, 1)
+			if src == exampleConfig {
+				t.Fatalf("test edit %q did not apply", tc.old)
+			}
+			_, err := ParseConfig(strings.NewReader(src))
+			if err == nil {
+				t.Fatalf("got no error, want one naming %s", tc.wantKey)
+			}
+			if !strings.Contains(err.Error(), tc.wantKey) {
+				t.Errorf("got %q, want it to name %s", err, tc.wantKey)
+			}
+		})
+	}
+}
