@@ -1,0 +1,181 @@
+// Package faultproxy is a TCP proxy on loopback for tests and benchmarks: it
+// forwards connections to a real server and can add latency in each
+// direction, refuse new connections, and cut (reset) the open ones, so a
+// test can take a store away from tandem and give it back.
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Proxy forwards every connection accepted on Addr() to a target address.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	delay   atomic.Int64 // one-way delay in nanoseconds
+	refuse  atomic.Bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+	Accepts atomic.Int64 // connections accepted so far
+}
+
+// Listen starts a proxy on 127.0.0.1 (a free port) in front of target.
+func Listen(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency delays every chunk of bytes by d in each direction (so a round
+// trip costs 2d more), as a datacenter hop would.
+func (p *Proxy) SetLatency(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Refuse makes the proxy close new connections at once (true) or accept
+// them again (false).
+func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
+
+// Cut resets every open connection; with Refuse(true) first, the server is
+// gone until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		c.Close()
+	}
+}
+
+// Down refuses new connections and cuts the open ones.
+func (p *Proxy) Down() {
+	p.Refuse(true)
+	p.Cut()
+}
+
+// Restore accepts connections again.
+func (p *Proxy) Restore() { p.Refuse(false) }
+
+// Close stops the proxy and cuts every connection.
+func (p *Proxy) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	err := p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) track(c net.Conn, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.Accepts.Add(1)
+		if p.refuse.Load() {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.track(client, true)
+	p.track(server, true)
+	defer func() {
+		p.track(client, false)
+		p.track(server, false)
+		client.Close()
+		server.Close()
+	}()
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(server, client); done <- struct{}{} }()
+	go func() { p.pipe(client, server); done <- struct{}{} }()
+	<-done
+	client.Close()
+	server.Close()
+	<-done
+}
+
+type chunk struct {
+	at   time.Time
+	data []byte
+}
+
+// pipe copies src to dst, holding each chunk until its delay has passed;
+// chunks stay in order and the delay is pipelined, not added per chunk.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	queue := make(chan chunk, 1024)
+	go func() {
+		defer close(queue)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				queue <- chunk{at: time.Now().Add(time.Duration(p.delay.Load())), data: buf[:n]}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range queue {
+		if wait := time.Until(c.at); wait > 0 {
+			time.Sleep(wait)
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			src.Close()
+			for range queue { // drain so the reader can exit
+			}
+			return
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// ErrClosed is returned by operations on a closed proxy.
+var ErrClosed = errors.New("faultproxy: closed")
+
+var _ io.Closer = (*Proxy)(nil)
