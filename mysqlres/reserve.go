@@ -1,0 +1,396 @@
+package mysqlres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Statements of Reserve. The fast path's select is one UNION ALL of a
+// candidate select per (line, group), parenthesised as MariaDB and MySQL 8
+// require for per-member LIMIT and locking clauses.
+const (
+	reserveHeadSQL      = "/* conn_tag='reserve' */ "
+	reserveCandidateSQL = "(SELECT %d AS cand, id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED)"
+	reserveDeleteSQL    = "/* conn_tag='%s' */ DELETE FROM unit_pool WHERE %s"
+	reserveDeleteCond   = "(shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id IN (%s))"
+	insertHeaderSQL     = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, ?, ?, ?)"
+	insertLinesSQL      = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
+	lineValuesSQL       = "(?, ?, ?, ?, ?, ?, 1)"
+	slowSelectSQL       = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
+)
+
+var (
+	// errShort sends a reserve from the fast path to the slow path.
+	errShort = errors.New("mysqlres: units short on the fast path")
+	// errTokenTaken reports a concurrent reserve of the same cart token.
+	errTokenTaken = errors.New("mysqlres: cart token inserted concurrently")
+)
+
+// take is the units a reserve takes for one line.
+type take struct {
+	key tandem.Key
+	ids []int64
+	// fromUnpooled is taken straight from the ledger's unpooled count
+	// (slow path only, when the pool cannot cover the line).
+	fromUnpooled int64
+}
+
+// Reserve implements tandem.ReservationStore.
+//
+// The fast path takes every candidate unit in one SKIP LOCKED round trip
+// and never answers insufficient_inventory: units it cannot see may be
+// locked by transactions that roll back. Any short line sends the cart to
+// the slow path, which locks the ledger rows, refills the pool inline and
+// waits for locked units, and so says "insufficient" only when the ledger
+// truly cannot cover a line.
+func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	now := s.Now().UTC().Truncate(time.Microsecond)
+	expires := now.Add(req.TTLOr(s.DefaultTTL))
+	fp := req.Fingerprint()
+
+	if res, err := s.replay(ctx, req, fp); res != nil || err != nil {
+		return res, err
+	}
+	lines, err := s.reserveFast(ctx, req, fp, now, expires)
+	if errors.Is(err, errShort) {
+		s.metrics.slow()
+		lines, err = s.reserveSlow(ctx, req, fp, now, expires)
+	}
+	if errors.Is(err, errTokenTaken) {
+		res, rerr := s.replay(ctx, req, fp)
+		if res == nil && rerr == nil {
+			rerr = tandem.Errorf(tandem.ECONFLICT, "cart %s is in use by a concurrent request", req.CartToken)
+		}
+		return res, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tandem.Reservation{CartToken: req.CartToken, ShopID: req.ShopID, Status: tandem.StatusReserved,
+		ExpiresAt: expires, Lines: lines}, nil
+}
+
+// replay answers a reserve whose token this store already knows: the
+// stored reservation for a retry while active, ECONFLICT otherwise. It
+// returns nil, nil for an unknown token.
+func (s *Store) replay(ctx context.Context, req tandem.ReserveRequest, fp string) (*tandem.Reservation, error) {
+	var r *stored
+	err := s.withConn(ctx, tagReserve, func(conn *sql.Conn) (err error) {
+		r, err = loadReservation(ctx, conn, tagReserve, req.ShopID, req.CartToken, false)
+		return err
+	})
+	if err != nil || r == nil {
+		return nil, err
+	}
+	now := s.Now().UTC()
+	if !r.active(now) {
+		st := r.reservation(req.ShopID, req.CartToken, now).Status
+		return nil, tandem.Errorf(tandem.ECONFLICT, "cart %s is already %s", req.CartToken, st)
+	}
+	if !sameRequest(r, req, fp) {
+		return nil, tandem.Errorf(tandem.ECONFLICT, "cart %s is in use with a different request", req.CartToken)
+	}
+	res := r.reservation(req.ShopID, req.CartToken, now)
+	res.Replayed = true
+	return res, nil
+}
+
+// sameRequest reports whether req repeats the request that made r. Holds
+// backfilled by Rebuild have no fingerprint: a request matches them when
+// it asks the same items and quantities and each held group is among the
+// line's groups.
+func sameRequest(r *stored, req tandem.ReserveRequest, fp string) bool {
+	if r.fingerprint != "" {
+		return r.fingerprint == fp
+	}
+	if len(r.lines) != len(req.Lines) {
+		return false
+	}
+	for i, l := range r.lines {
+		q := req.Lines[i]
+		if l.ItemID != q.ItemID || l.Quantity != q.Quantity || !slices.Contains(q.GroupIDs, l.GroupID) {
+			return false
+		}
+	}
+	return true
+}
+
+// reserveFast takes the cart's units with one SKIP LOCKED select. It
+// returns errShort when a line cannot be served from the units it sees.
+func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp string, now, expires time.Time) ([]tandem.Line, error) {
+	type cand struct {
+		line int
+		key  tandem.Key
+	}
+	var cands []cand
+	var parts []string
+	var args []any
+	for i, l := range req.Lines {
+		for _, g := range l.GroupIDs {
+			k := tandem.Key{ShopID: req.ShopID, ItemID: l.ItemID, GroupID: g}
+			parts = append(parts, fmt.Sprintf(reserveCandidateSQL, len(cands), l.Quantity))
+			args = append(args, k.ShopID, k.ItemID, k.GroupID)
+			cands = append(cands, cand{line: i, key: k})
+		}
+	}
+	stmt := reserveHeadSQL + strings.Join(parts, " UNION ALL ")
+	if len(parts) == 1 {
+		stmt = reserveHeadSQL + strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")")
+	}
+
+	var takes []take
+	var shortKeys []tandem.Key
+	err := s.withTx(ctx, tagReserve, func(tx *sql.Tx) error {
+		takes, shortKeys = nil, nil
+		got := make([][]int64, len(cands))
+		rows, err := tx.QueryContext(ctx, stmt, args...)
+		if err != nil {
+			return fmt.Errorf("select units: %w", err)
+		}
+		for rows.Next() {
+			var c int
+			var id int64
+			if err := rows.Scan(&c, &id); err != nil {
+				rows.Close()
+				return fmt.Errorf("select units: %w", err)
+			}
+			got[c] = append(got[c], id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("select units: %w", err)
+		}
+		c := 0
+		for _, l := range req.Lines {
+			var chosen *take
+			preferred := true
+			for range l.GroupIDs {
+				cd := cands[c]
+				c++
+				if chosen != nil {
+					continue
+				}
+				if int64(len(got[c-1])) >= l.Quantity {
+					if preferred {
+						chosen = &take{key: cd.key, ids: got[c-1]}
+					}
+					continue
+				}
+				shortKeys = append(shortKeys, cd.key)
+				// A short group earlier in the preference order may only
+				// be passed over when it is known to be out of stock;
+				// otherwise the slow path decides with the ledger locked.
+				if !s.repl.drainedRecently(cd.key) {
+					preferred = false
+				}
+			}
+			if chosen == nil {
+				return errShort
+			}
+			takes = append(takes, *chosen)
+		}
+		return s.commitTakes(ctx, tx, tagReserve, req, fp, takes, now, expires)
+	})
+	for _, k := range shortKeys {
+		s.repl.noteShort(k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range takes {
+		s.repl.noteTaken(t.key, int64(len(t.ids)))
+	}
+	return linesOf(req, takes), nil
+}
+
+func linesOf(req tandem.ReserveRequest, takes []take) []tandem.Line {
+	lines := make([]tandem.Line, len(req.Lines))
+	for i, l := range req.Lines {
+		lines[i] = tandem.Line{ItemID: l.ItemID, Quantity: l.Quantity, GroupID: takes[i].key.GroupID}
+	}
+	return lines
+}
+
+// commitTakes deletes the taken unit rows first, then inserts the header
+// and the lines (the fast path's lock order: pool rows, then reservation).
+func (s *Store) commitTakes(ctx context.Context, tx *sql.Tx, tag string, req tandem.ReserveRequest, fp string, takes []take, now, expires time.Time) error {
+	var conds []string
+	var args []any
+	var want int64
+	for _, t := range takes {
+		if len(t.ids) == 0 {
+			continue
+		}
+		ph := strings.Repeat("?, ", len(t.ids))
+		conds = append(conds, fmt.Sprintf(reserveDeleteCond, ph[:len(ph)-2]))
+		args = append(args, t.key.ShopID, t.key.ItemID, t.key.GroupID)
+		for _, id := range t.ids {
+			args = append(args, id)
+		}
+		want += int64(len(t.ids))
+	}
+	if len(conds) > 0 {
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(reserveDeleteSQL, tag, strings.Join(conds, " OR ")), args...)
+		if err != nil {
+			return fmt.Errorf("take units: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("take units: %w", err)
+		}
+		if n != want {
+			return fmt.Errorf("take units: deleted %d of %d locked units", n, want)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(insertHeaderSQL, tag), req.ShopID, req.CartToken, fp, expires, now, now); err != nil {
+		if isDuplicate(err) {
+			return errTokenTaken
+		}
+		return fmt.Errorf("insert reservation: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf(insertLinesSQL, tag))
+	largs := make([]any, 0, 6*len(takes))
+	for i, l := range req.Lines {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(lineValuesSQL)
+		largs = append(largs, req.ShopID, req.CartToken, i, l.ItemID, takes[i].key.GroupID, l.Quantity)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), largs...); err != nil {
+		return fmt.Errorf("insert reservation lines: %w", err)
+	}
+	return nil
+}
+
+// reserveSlow reserves with the candidates' ledger rows locked (in key
+// order): one replenisher per position at a time, the pool refilled
+// inline, locked units waited for rather than skipped.
+func (s *Store) reserveSlow(ctx context.Context, req tandem.ReserveRequest, fp string, now, expires time.Time) ([]tandem.Line, error) {
+	var keys []tandem.Key
+	for _, l := range req.Lines {
+		for _, g := range l.GroupIDs {
+			keys = append(keys, tandem.Key{ShopID: req.ShopID, ItemID: l.ItemID, GroupID: g})
+		}
+	}
+	var takes []take
+	var pos map[tandem.Key]*position
+	err := s.withTx(ctx, tagReserveSlow, func(tx *sql.Tx) error {
+		takes = nil
+		var err error
+		pos, err = lockPositions(ctx, tx, tagReserveSlow, keys)
+		if err != nil {
+			return err
+		}
+		for _, l := range req.Lines {
+			t, best, err := s.slowLine(ctx, tx, req.ShopID, l, pos)
+			if err != nil {
+				return err
+			}
+			if t == nil {
+				unit := "units"
+				if best == 1 {
+					unit = "unit"
+				}
+				return tandem.Errorf(tandem.EINSUFFICIENT, "item %d has %d sellable %s, %d requested",
+					l.ItemID, best, unit, l.Quantity).WithDetail("inventory_item_id", l.ItemID)
+			}
+			takes = append(takes, *t)
+		}
+		for _, k := range sortKeys(keys) {
+			if err := writePosition(ctx, tx, tagReserveSlow, pos[k], now); err != nil {
+				return err
+			}
+		}
+		return s.commitTakes(ctx, tx, tagReserveSlow, req, fp, takes, now, expires)
+	})
+	if err == nil {
+		for k, p := range pos {
+			s.repl.observeLedger(k, p.unpooled)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return linesOf(req, takes), nil
+}
+
+// slowLine finds the first group of the line that can cover it, with its
+// ledger row locked; nil and the best sellable count when none can.
+func (s *Store) slowLine(ctx context.Context, tx *sql.Tx, shopID int64, l tandem.LineRequest, pos map[tandem.Key]*position) (*take, int64, error) {
+	var best int64
+	for _, g := range l.GroupIDs {
+		k := tandem.Key{ShopID: shopID, ItemID: l.ItemID, GroupID: g}
+		p := pos[k]
+		if !p.exists {
+			continue
+		}
+		count, err := poolCount(ctx, tx, tagReserveSlow, k)
+		if err != nil {
+			return nil, 0, err
+		}
+		// Pool rows only disappear while the ledger row is locked, so a
+		// group whose stock is short now cannot cover the line.
+		if stock := max(p.unpooled, 0) + count; stock < l.Quantity {
+			best = max(best, stock)
+			continue
+		}
+		if count < l.Quantity && p.unpooled > 0 {
+			if _, err := s.fillPool(ctx, tx, tagReserveSlow, p); err != nil {
+				return nil, 0, err
+			}
+		}
+		ids, err := selectUnitsBlocking(ctx, tx, k, l.Quantity)
+		if err != nil {
+			return nil, 0, err
+		}
+		rest := l.Quantity - int64(len(ids))
+		if rest > max(p.unpooled, 0) {
+			best = max(best, int64(len(ids))+max(p.unpooled, 0))
+			continue
+		}
+		if rest > 0 {
+			p.unpooled -= rest
+			p.dirty = true
+		}
+		return &take{key: k, ids: ids, fromUnpooled: rest}, 0, nil
+	}
+	return nil, best, nil
+}
+
+// selectUnitsBlocking locks up to n units of k, waiting for units locked by
+// in-flight transactions: those that commit take their units away, those
+// that roll back leave them to this one.
+func selectUnitsBlocking(ctx context.Context, tx *sql.Tx, k tandem.Key, n int64) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, slowSelectSQL, k.ShopID, k.ItemID, k.GroupID, n)
+	if err != nil {
+		return nil, fmt.Errorf("lock units %s: %w", k, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("lock units %s: %w", k, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock units %s: %w", k, err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,279 @@
+package mysqlres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/tandemhq/tandem"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// MigrationsTable records which of the engine's migrations have run.
+const MigrationsTable = "tandem_migrations"
+
+// Defaults of a Store's configuration.
+const (
+	DefaultPoolCap      = 1000
+	DefaultTTL          = 10 * time.Minute
+	DefaultMaxOpenConns = 32
+)
+
+// Statements run when the store starts.
+const (
+	openServerSQL   = "/* conn_tag='migrate' */ SELECT VERSION(), @@log_bin, @@binlog_format"
+	openIsoMariaSQL = "/* conn_tag='migrate' */ SELECT @@tx_isolation"
+	openIsoMySQLSQL = "/* conn_tag='migrate' */ SELECT @@transaction_isolation"
+	createDBSQL     = "/* conn_tag='migrate' */ CREATE DATABASE IF NOT EXISTS `%s`"
+)
+
+var (
+	_ tandem.ReservationStore = (*Store)(nil)
+	_ tandem.Resyncer         = (*Store)(nil)
+	_ tandem.Ledger           = (*ledger)(nil)
+)
+
+// Store is the MySQL unit-row engine of one pod, and the pod's ledger. Set
+// the exported fields before Open; a Store is safe for concurrent use once
+// open.
+type Store struct {
+	// PoolCap is the most unit rows kept per (shop, item, group); default 1000.
+	PoolCap int
+	// DefaultTTL is the hold time of a reserve without a TTL; default 10m.
+	DefaultTTL time.Duration
+	// MaxOpenConns bounds the engine's connection pool; default 32.
+	MaxOpenConns int
+	// AllowStatementBinlog starts the store even when the server logs binary
+	// changes with binlog_format=STATEMENT, which is unsafe for SKIP LOCKED
+	// (logged loudly).
+	AllowStatementBinlog bool
+	// Now is the store's clock; default time.Now.
+	Now func() time.Time
+	// Logger receives the store's logs; default zap.NewNop().
+	Logger *zap.Logger
+	// Registerer receives the store's metrics; nil means no metrics.
+	Registerer prometheus.Registerer
+
+	dsn     string
+	db      *sql.DB
+	mariadb bool
+	metrics *metrics
+	repl    *replenisher
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewStore returns a Store for the MySQL database dsn (go-sql-driver
+// format), not yet open.
+func NewStore(dsn string) *Store {
+	return &Store{
+		dsn:          dsn,
+		PoolCap:      DefaultPoolCap,
+		DefaultTTL:   DefaultTTL,
+		MaxOpenConns: DefaultMaxOpenConns,
+	}
+}
+
+// Name returns tandem.StoreMySQL.
+func (s *Store) Name() string { return tandem.StoreMySQL }
+
+// DB returns the store's connection pool (READ COMMITTED sessions), nil
+// before Open.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Ledger returns the pod's ledger, kept in the store's database.
+func (s *Store) Ledger() tandem.Ledger { return &ledger{s: s} }
+
+func (s *Store) defaults() {
+	if s.PoolCap <= 0 {
+		s.PoolCap = DefaultPoolCap
+	}
+	if s.DefaultTTL <= 0 {
+		s.DefaultTTL = DefaultTTL
+	}
+	if s.MaxOpenConns <= 0 {
+		s.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = zap.NewNop()
+	}
+}
+
+// baseConfig parses the DSN and sets what the engine relies on: times
+// parsed in UTC and parameters interpolated client side (one round trip per
+// statement instead of prepare, execute and close).
+func (s *Store) baseConfig() (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(s.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlres: parse DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	return cfg, nil
+}
+
+// Open connects to the database, checks the server (binary log format,
+// isolation) and starts the background replenisher.
+func (s *Store) Open() error {
+	s.defaults()
+	cfg, err := s.baseConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// Probe the server first: which isolation variable it knows decides
+	// the session setting of the real pool.
+	probe, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("mysqlres: open: %w", err)
+	}
+	var version, binlogFormat string
+	var logBin sql.NullInt64
+	err = probe.QueryRowContext(ctx, openServerSQL).Scan(&version, &logBin, &binlogFormat)
+	probe.Close()
+	if err != nil {
+		return translate("open", fmt.Errorf("mysqlres: probe server: %w", err))
+	}
+	s.mariadb = strings.Contains(strings.ToLower(version), "mariadb")
+	if logBin.Int64 == 1 && strings.EqualFold(binlogFormat, "STATEMENT") {
+		s.Logger.Error("binary logging uses binlog_format=STATEMENT: SKIP LOCKED is unsafe for statement-based replication (replicas may diverge); use ROW",
+			zap.String("server_version", version), zap.Bool("allowed", s.AllowStatementBinlog))
+		if !s.AllowStatementBinlog {
+			return errors.New("mysqlres: server logs binary changes with binlog_format=STATEMENT, unsafe for SKIP LOCKED; set binlog_format=ROW or AllowStatementBinlog")
+		}
+	}
+
+	isoVar, isoSQL := "transaction_isolation", openIsoMySQLSQL
+	if s.mariadb {
+		isoVar, isoSQL = "tx_isolation", openIsoMariaSQL
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[isoVar] = "'READ-COMMITTED'"
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("mysqlres: open: %w", err)
+	}
+	db.SetMaxOpenConns(s.MaxOpenConns)
+	db.SetMaxIdleConns(s.MaxOpenConns)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	var iso string
+	if err := db.QueryRowContext(ctx, isoSQL).Scan(&iso); err != nil {
+		db.Close()
+		return translate("open", fmt.Errorf("mysqlres: check isolation: %w", err))
+	}
+	if iso != "READ-COMMITTED" {
+		db.Close()
+		return fmt.Errorf("mysqlres: session isolation is %s, want READ-COMMITTED", iso)
+	}
+
+	m, err := newMetrics(s.Registerer, db)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	s.db, s.metrics = db, m
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.repl = newReplenisher(s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.repl.run(s.ctx)
+	}()
+	s.Logger.Info("mysql store open", zap.String("server_version", version),
+		zap.String("binlog_format", binlogFormat), zap.Int("pool_cap", s.PoolCap))
+	return nil
+}
+
+// Close stops the replenisher, waits for it and closes the connections.
+// Safe to call twice.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		if s.metrics != nil {
+			s.metrics.unregister()
+		}
+		if s.db != nil {
+			err = s.db.Close()
+		}
+	})
+	return err
+}
+
+// Migrate creates the database when it is missing and the user may, and
+// brings its tables up to date. Idempotent; safe from many processes at
+// once; works with or without Open.
+func (s *Store) Migrate(ctx context.Context) error {
+	s.defaults()
+	cfg, err := s.baseConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.DBName != "" {
+		if err := createDatabase(ctx, *cfg); err != nil {
+			return err
+		}
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("mysqlres: open: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	sub, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	if err := applyMigrations(ctx, db, sub, MigrationsTable); err != nil {
+		return translate("migrate", err)
+	}
+	return nil
+}
+
+// createDatabase creates cfg's database if it is missing. A user without
+// the right to create databases gets no error here: the database may exist,
+// and the migration that follows says clearly if it does not.
+func createDatabase(ctx context.Context, cfg mysql.Config) error {
+	name := cfg.DBName
+	cfg.DBName = ""
+	root, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("mysqlres: open: %w", err)
+	}
+	defer root.Close()
+	_, err = root.ExecContext(ctx, fmt.Sprintf(createDBSQL, strings.ReplaceAll(name, "`", "``")))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1044 || me.Number == 1045 || me.Number == 1227) {
+		return nil
+	}
+	if err != nil {
+		return translate("migrate", fmt.Errorf("mysqlres: create database %s: %w", name, err))
+	}
+	return nil
+}
