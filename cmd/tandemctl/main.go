@@ -1,0 +1,266 @@
+// Command tandemctl is the admin API of tandem from a terminal: it lists the
+// pods, changes their mode, engages and disengages the kill switch, runs
+// audits and resyncs, and reads divergences, the report, the audit log and
+// the running instances.
+//
+// It reads TANDEM_ADMIN_URL (default http://127.0.0.1:8081) and
+// TANDEM_ADMIN_TOKEN. It exits 0 on success, 1 when the API refuses or
+// fails (the error code and message go to stderr), and 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes of tandemctl.
+const (
+	ExitOK    = 0 // the command did what it was asked
+	ExitError = 1 // the API refused, did not find, or failed; or cannot be reached
+	ExitUsage = 2 // bad flags or arguments, or no token
+)
+
+// DefaultURL is the admin API address used when TANDEM_ADMIN_URL is unset.
+const DefaultURL = "http://127.0.0.1:8081"
+
+// DefaultTimeout bounds every HTTP request tandemctl makes.
+const DefaultTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := NewMain().Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Main is one run of tandemctl with its environment, so that tests can run
+// it against a fake admin API and read what it prints.
+type Main struct {
+	// Env looks up an environment variable (os.Getenv in production).
+	Env func(string) string
+	// Stdout receives answers; Stderr receives errors and usage.
+	Stdout io.Writer
+	Stderr io.Writer
+	// HTTPClient makes the requests; it must have a timeout.
+	HTTPClient *http.Client
+}
+
+// NewMain returns a Main wired to the process's environment and streams,
+// with an HTTP client that gives up after DefaultTimeout.
+func NewMain() *Main {
+	return &Main{
+		Env:        os.Getenv,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		HTTPClient: &http.Client{Timeout: DefaultTimeout},
+	}
+}
+
+// globals are the flags that every command accepts, before or after its name.
+type globals struct {
+	json  bool
+	actor string
+	url   string
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.BoolVar(&g.json, "json", g.json, "print the raw JSON answer")
+	fs.StringVar(&g.actor, "actor", g.actor, "who makes the change, sent as X-Actor (default $USER)")
+	fs.StringVar(&g.url, "url", g.url, "admin API base URL (overrides $TANDEM_ADMIN_URL)")
+}
+
+// usageError is a mistake on the command line: exit 2 with usage.
+type usageError struct {
+	msg   string
+	usage string // the command's usage, or "" for the general one
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usage error; Run adds the command's usage to it.
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// command is one subcommand of tandemctl.
+type command struct {
+	name    string
+	usage   string // synopsis after "tandemctl "
+	summary string
+	// setup registers the command's own flags on fs and returns the func
+	// that runs it with the positional arguments that remain.
+	setup func(fs *flag.FlagSet) runFunc
+}
+
+// runFunc runs a command against the admin API.
+type runFunc func(ctx context.Context, c *client, args []string) error
+
+// Run runs the command line args (without the program name) and returns the
+// exit code.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	g := &globals{actor: m.Env("USER"), url: m.Env("TANDEM_ADMIN_URL")}
+	if g.url == "" {
+		g.url = DefaultURL
+	}
+
+	fs := newFlagSet("tandemctl")
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.printUsage(m.Stdout)
+			return ExitOK
+		}
+		return m.usage(&usageError{msg: err.Error()})
+	}
+	if fs.NArg() == 0 {
+		return m.usage(&usageError{msg: "no command given"})
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" {
+		m.printUsage(m.Stdout)
+		return ExitOK
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return m.usage(&usageError{msg: fmt.Sprintf("unknown command %q", name)})
+	}
+
+	cfs := newFlagSet("tandemctl " + name)
+	g.register(cfs)
+	run := cmd.setup(cfs)
+	pos, err := parseInterspersed(cfs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.printCommandUsage(m.Stdout, cmd, cfs)
+			return ExitOK
+		}
+		return m.usage(&usageError{msg: err.Error(), usage: cmd.usage})
+	}
+
+	token := m.Env("TANDEM_ADMIN_TOKEN")
+	if token == "" {
+		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set", usage: cmd.usage})
+	}
+	c := &client{
+		base:   strings.TrimRight(g.url, "/"),
+		token:  token,
+		actor:  g.actor,
+		json:   g.json,
+		http:   m.HTTPClient,
+		stdout: m.Stdout,
+		stderr: m.Stderr,
+	}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: DefaultTimeout}
+	}
+
+	err = run(ctx, c, pos)
+	var ue *usageError
+	var ae *apiError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		if ue.usage == "" {
+			ue.usage = cmd.usage
+		}
+		return m.usage(ue)
+	case errors.As(err, &ae):
+		fmt.Fprintf(m.Stderr, "%s: %s\n", ae.Code, ae.Message)
+		for _, line := range ae.detailLines() {
+			fmt.Fprintf(m.Stderr, "  %s\n", line)
+		}
+		return ExitError
+	default:
+		fmt.Fprintf(m.Stderr, "tandemctl: %v\n", err)
+		return ExitError
+	}
+}
+
+// usage prints a usage error and returns ExitUsage.
+func (m *Main) usage(e *usageError) int {
+	fmt.Fprintf(m.Stderr, "tandemctl: %s\n", e.msg)
+	if e.usage != "" {
+		fmt.Fprintf(m.Stderr, "usage: tandemctl %s\n", e.usage)
+		fmt.Fprintln(m.Stderr, "run 'tandemctl help' for every command and flag")
+		return ExitUsage
+	}
+	m.printUsage(m.Stderr)
+	return ExitUsage
+}
+
+func (m *Main) printUsage(w io.Writer) {
+	fmt.Fprint(w, `tandemctl: the tandem admin API from a terminal
+
+usage: tandemctl [--json] [--actor NAME] [--url URL] COMMAND [ARGS]
+
+commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-52s %s\n", c.usage, c.summary)
+	}
+	fmt.Fprint(w, `
+global flags (before or after the command):
+  --json         print the raw JSON answer instead of a table
+  --actor NAME   who makes the change, sent as X-Actor (default $USER)
+  --url URL      admin API base URL (default $TANDEM_ADMIN_URL or `+DefaultURL+`)
+
+environment:
+  TANDEM_ADMIN_URL    admin API base URL
+  TANDEM_ADMIN_TOKEN  admin token, sent as a bearer token (required)
+
+exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error
+`)
+}
+
+func (m *Main) printCommandUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: tandemctl %s\n\n%s\n\nflags:\n", cmd.usage, cmd.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // Run prints errors itself, in one format
+	return fs
+}
+
+// parseInterspersed parses flags anywhere among the positional arguments,
+// so that "mode pod-a shadow --reason x" works as operators type it. After
+// "--" everything is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}

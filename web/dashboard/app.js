@@ -1,0 +1,639 @@
+// tandem admin dashboard. The page holds no data: every number comes from the
+// admin API of the same origin, called with the operator's admin token as a
+// bearer token. The token lives in sessionStorage only (never in a URL or a
+// cookie), so it is gone when the tab closes.
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "tandem.adminToken";
+  const ACTOR_KEY = "tandem.actor";
+  const REFRESH_MS = 2000;
+  const MODES = ["redis", "shadow", "mysql", "mysql_only"];
+  // API.md: redis<->shadow, shadow<->mysql, mysql->mysql_only,
+  // mysql_only->mysql (after a resync).
+  const TRANSITIONS = {
+    redis: ["shadow"],
+    shadow: ["mysql", "redis"],
+    mysql: ["shadow", "mysql_only"],
+    mysql_only: ["mysql"],
+  };
+  const KINDS = ["outcome_mismatch", "location_mismatch", "shadow_error",
+    "shadow_timeout", "shadow_dropped", "state_drift"];
+
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY) || "",
+    actor: sessionStorage.getItem(ACTOR_KEY) || "",
+    pods: [],
+    selected: new Set(), // pods ticked for the kill switch
+    timer: null,
+    refreshing: false,
+    again: false, // a refresh was asked for while one was running
+    errorSource: "", // "refresh" errors clear themselves on the next good refresh
+    dialog: null, // the action the confirm dialog is for
+  };
+
+  // ---- API -----------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message, details) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.details = details || {};
+    }
+  }
+
+  async function api(method, path, body) {
+    if (!state.token) {
+      throw new ApiError(0, "unauthorized", "enter the admin token first");
+    }
+    const opts = {
+      method,
+      // X-Actor names who made a change in the audit log (API.md).
+      headers: { Authorization: "Bearer " + state.token, Accept: "application/json", "X-Actor": state.actor || "dashboard" },
+      cache: "no-store",
+      credentials: "omit",
+    };
+    if (body !== undefined) {
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    let resp;
+    try {
+      resp = await fetch(path, opts);
+    } catch (e) {
+      throw new ApiError(0, "network_error", "cannot reach the admin API: " + e.message);
+    }
+    const text = await resp.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (e) {
+      data = null;
+    }
+    if (!resp.ok) {
+      const err = data && data.error;
+      if (err && err.code) {
+        throw new ApiError(resp.status, err.code, err.message || "", err.details);
+      }
+      throw new ApiError(resp.status, "http_" + resp.status, text.slice(0, 200) || resp.statusText);
+    }
+    return data;
+  }
+
+  const podPath = (pod, action) => "/admin/pods/" + encodeURIComponent(pod) + "/" + action;
+
+  // ---- small DOM helpers ---------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function badge(text, kind) {
+    return el("span", { class: "badge " + (kind || ""), text: text });
+  }
+
+  function when(iso) {
+    if (!iso || iso.startsWith("0001-")) return "–";
+    const d = new Date(iso);
+    if (isNaN(d)) return iso;
+    const p = (n) => String(n).padStart(2, "0");
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " +
+      p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
+  function timeCell(iso) {
+    return el("td", { title: iso || "" }, el("time", { datetime: iso || "", text: when(iso) }));
+  }
+
+  const pct = (r) => (typeof r === "number" ? (r * 100).toFixed(3) + "%" : "–");
+  const num = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "–");
+  const ms = (v) => (typeof v === "number" ? v.toFixed(2) + " ms" : "–");
+
+  // syncRows updates a tbody in place, one row per key, so that ticked boxes,
+  // focus and open details survive the refresh every two seconds.
+  function syncRows(tbody, items, keyOf, create, update) {
+    const existing = new Map();
+    for (const tr of Array.from(tbody.rows)) existing.set(tr.dataset.key, tr);
+    let prev = null;
+    for (const item of items) {
+      const key = String(keyOf(item));
+      let tr = existing.get(key);
+      if (tr) existing.delete(key);
+      else {
+        tr = create(item);
+        tr.dataset.key = key;
+      }
+      if (update) update(tr, item);
+      const want = prev ? prev.nextSibling : tbody.firstChild;
+      if (want !== tr) tbody.insertBefore(tr, want);
+      prev = tr;
+    }
+    for (const tr of existing.values()) tr.remove();
+  }
+
+  // ---- banners ---------------------------------------------------------------
+
+  function showError(err, source) {
+    const code = err instanceof ApiError ? err.code : "error";
+    const status = err instanceof ApiError && err.status ? " (HTTP " + err.status + ")" : "";
+    let msg = (err && err.message) || String(err);
+    const gates = err instanceof ApiError && err.details && err.details.failed_gates;
+    if (Array.isArray(gates) && gates.length) msg += " — failed gates: " + gates.join(", ");
+    $("#error-code").textContent = code + status + ":";
+    $("#error-message").textContent = msg;
+    $("#error-banner").hidden = false;
+    state.errorSource = source;
+  }
+
+  function clearError(source) {
+    if (source && state.errorSource !== source) return;
+    $("#error-banner").hidden = true;
+    state.errorSource = "";
+  }
+
+  function showNotice(...nodes) {
+    const body = $("#notice-body");
+    body.replaceChildren(...nodes);
+    $("#notice").hidden = false;
+  }
+
+  // ---- rendering ---------------------------------------------------------------
+
+  function modeBadge(mode) {
+    return badge(mode || "–", "mode-" + (mode || "unknown"));
+  }
+
+  function renderPods(pods) {
+    state.pods = pods;
+    for (const name of Array.from(state.selected)) {
+      if (!pods.some((p) => p.pod === name)) state.selected.delete(name);
+    }
+    const tbody = $("#pods tbody");
+    syncRows(tbody, pods, (p) => p.pod, createPodRow, updatePodRow);
+    $("#pods-empty").hidden = pods.length > 0;
+    updateKillSwitchButtons();
+  }
+
+  function createPodRow(p) {
+    const tr = el("tr", { "data-pod": p.pod, "data-testid": "pod-" + p.pod });
+    const box = el("input", { type: "checkbox", "data-field": "select", "aria-label": "Select " + p.pod + " for the kill switch" });
+    box.addEventListener("change", () => {
+      if (box.checked) state.selected.add(p.pod);
+      else state.selected.delete(p.pod);
+      updateKillSwitchButtons();
+    });
+    const modeBtn = el("button", { type: "button", "data-action": "mode", "aria-label": "Change the mode of " + p.pod, text: "Mode…" });
+    modeBtn.addEventListener("click", () => openModeDialog(tr.dataset.key));
+    const auditBtn = el("button", { type: "button", class: "secondary", "data-action": "audit", "aria-label": "Run the audit of " + p.pod, text: "Audit…" });
+    auditBtn.addEventListener("click", () => openAuditDialog(tr.dataset.key));
+    tr.append(
+      el("td", {}, box),
+      el("th", { scope: "row", "data-field": "pod", text: p.pod }),
+      el("td", { "data-field": "mode" }),
+      el("td", { "data-field": "source_of_truth" }),
+      el("td", { "data-field": "shadow" }),
+      el("td", { "data-field": "kill_switch" }),
+      el("td", { "data-field": "shops" }),
+      el("td", { "data-field": "comparisons", class: "num" }),
+      el("td", { "data-field": "divergence_rate", class: "num" }),
+      el("td", { "data-field": "last_audit_clean" }),
+      el("td", { "data-field": "passing", class: "wrap" }),
+      el("td", { class: "row-actions" }, modeBtn, auditBtn),
+    );
+    return tr;
+  }
+
+  function setField(tr, field, ...content) {
+    const td = tr.querySelector('[data-field="' + field + '"]');
+    td.replaceChildren(...content.filter((c) => c !== null && c !== undefined));
+  }
+
+  function updatePodRow(tr, p) {
+    const g = p.gates || {};
+    tr.querySelector('[data-field="select"]').checked = state.selected.has(p.pod);
+    setField(tr, "mode", modeBadge(p.mode));
+    tr.querySelector('[data-field="mode"]').dataset.value = p.mode;
+    setField(tr, "source_of_truth", p.source_of_truth || "–");
+    setField(tr, "shadow", p.shadow || "none");
+    setField(tr, "kill_switch", p.kill_switch ? badge("engaged", "bad") : badge("off", "muted"));
+    tr.querySelector('[data-field="kill_switch"]').dataset.value = p.kill_switch ? "engaged" : "off";
+    tr.classList.toggle("killed", !!p.kill_switch);
+    setField(tr, "shops", p.shops || "–");
+    setField(tr, "comparisons", num(g.comparisons));
+    setField(tr, "divergence_rate", pct(g.divergence_rate));
+    setField(tr, "last_audit_clean", g.last_audit_clean ? badge("clean", "good") : badge("not clean", "warn"));
+    const failed = Array.isArray(g.failed_gates) ? g.failed_gates : [];
+    setField(tr, "passing", g.passing ? badge("passing", "good") : badge("failing", "warn"),
+      !g.passing && failed.length ? el("span", { class: "gate-list", text: failed.join(", ") }) : null);
+  }
+
+  function renderKillSwitch(ks) {
+    const p = $("#killswitch-state");
+    p.dataset.engaged = ks.engaged ? "true" : "false";
+    p.classList.toggle("engaged", !!ks.engaged);
+    if (ks.engaged) {
+      const parts = ["Engaged for " + ((ks.pods || []).join(", ") || "no pod")];
+      if (ks.since) parts.push("since " + when(ks.since));
+      if (ks.reason) parts.push("reason: " + ks.reason);
+      p.textContent = parts.join(" · ");
+    } else {
+      p.textContent = "Disengaged: every pod runs in its mode.";
+    }
+  }
+
+  function updateKillSwitchButtons() {
+    const n = state.selected.size;
+    const scope = n === 0 ? "all pods" : n === 1 ? "1 selected pod" : n + " selected pods";
+    $("#killswitch-engage").textContent = "Engage for " + scope + "…";
+    $("#killswitch-disengage").textContent = "Disengage for " + scope + "…";
+  }
+
+  function renderReport(pods) {
+    syncRows($("#report tbody"), pods, (r) => r.pod, (r) => el("tr", { "data-pod": r.pod }), (tr, r) => {
+      const kinds = [];
+      for (const k of KINDS) {
+        const n = (r.divergences || {})[k];
+        if (n) kinds.push(badge(k + " " + num(n), "warn"));
+      }
+      const lat = (store) => {
+        const s = (r.latency_ms || {})[store];
+        return s ? ms(s.p50) + " / " + ms(s.p99) : "–";
+      };
+      tr.replaceChildren(
+        el("th", { scope: "row", text: r.pod }),
+        el("td", {}, modeBadge(r.mode)),
+        el("td", { text: r.window || "–" }),
+        el("td", { class: "num", "data-field": "comparisons", text: num(r.comparisons) }),
+        el("td", { class: "num", text: num(r.matches) }),
+        el("td", { class: "num", "data-field": "divergence_rate", text: pct(r.divergence_rate) }),
+        el("td", { class: "chips" }, ...(kinds.length ? kinds : [badge("none", "muted")])),
+        el("td", { class: "num", "data-field": "latency_redis", text: lat("redis") }),
+        el("td", { class: "num", "data-field": "latency_mysql", text: lat("mysql") }),
+      );
+    });
+  }
+
+  function outcomeCell(o) {
+    const pre = el("pre", { class: "json", text: JSON.stringify(o || {}, null, 2) });
+    return el("td", {}, pre);
+  }
+
+  function renderDivergences(list) {
+    const box = $("#divergences");
+    syncRows($("tbody", box), list, (d) => d.id, (d) => el("tr", { "data-divergence": String(d.id) },
+      el("td", { class: "num", text: String(d.id) }),
+      timeCell(d.at),
+      el("td", { text: d.pod }),
+      el("td", { text: d.op }),
+      el("td", {}, badge(d.kind, "warn")),
+      el("td", { text: (d.shop_id ? "shop " + d.shop_id : "–") + (d.cart_token ? " · " + d.cart_token : "") }),
+      outcomeCell(d.primary),
+      outcomeCell(d.shadow),
+    ));
+    $("p.empty", box).hidden = list.length > 0;
+  }
+
+  function renderAuditLog(entries) {
+    const rows = entries.map((e) => el("tr", {},
+      timeCell(e.at),
+      el("td", { text: e.actor || "–" }),
+      el("td", { text: e.action }),
+      el("td", { text: e.pod || "–" }),
+      el("td", { text: (e.before || "–") + " → " + (e.after || "–") }),
+      el("td", { class: "reason", text: e.reason || "" }),
+    ));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "6", class: "empty", text: "No entries." })));
+    $("#audit-log tbody").replaceChildren(...rows);
+  }
+
+  function renderInstances(list) {
+    const rows = list.map((i) => el("tr", { class: i.stale ? "stale" : "" },
+      el("td", { class: "mono", text: i.id }),
+      el("td", { class: "mono", text: i.addr || "–" }),
+      timeCell(i.started_at),
+      timeCell(i.last_seen),
+      el("td", { class: "num", text: num(i.control_version) }),
+      el("td", {}, i.stale ? badge("stale", "bad") : badge("live", "good")),
+    ));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "6", class: "empty", text: "No instances." })));
+    $("#instances tbody").replaceChildren(...rows);
+  }
+
+  // ---- refresh -----------------------------------------------------------------
+
+  async function refresh() {
+    if (!state.token) return;
+    if (state.refreshing) {
+      state.again = true;
+      return;
+    }
+    state.refreshing = true;
+    clearTimeout(state.timer);
+    const calls = [
+      ["/admin/pods", (d) => renderPods(d.pods || [])],
+      ["/admin/killswitch", renderKillSwitch],
+      ["/admin/report", (d) => renderReport(d.pods || [])],
+      ["/admin/divergences?limit=50", (d) => renderDivergences(d.divergences || [])],
+      ["/admin/audit-log?limit=50", (d) => renderAuditLog(d.entries || [])],
+      ["/admin/instances", (d) => renderInstances(d.instances || [])],
+    ];
+    const results = await Promise.allSettled(calls.map(([path]) => api("GET", path)));
+    let failure = null;
+    results.forEach((r, i) => {
+      if (r.status === "fulfilled") {
+        try {
+          calls[i][1](r.value || {});
+        } catch (e) {
+          failure = failure || e;
+        }
+      } else {
+        failure = failure || r.reason;
+      }
+    });
+    state.refreshing = false;
+    if (state.again) {
+      state.again = false;
+      refresh();
+      return;
+    }
+    const status = $("#refresh-status");
+    if (failure) {
+      showError(failure, "refresh");
+      status.textContent = "Refresh failed at " + when(new Date().toISOString());
+      if (failure instanceof ApiError && failure.status === 401) {
+        // A wrong token stays wrong: stop polling until a new one is saved.
+        $("#token-input").setAttribute("aria-invalid", "true");
+        status.textContent = "Unauthorized: check the admin token.";
+        return;
+      }
+    } else {
+      clearError("refresh");
+      status.textContent = "Updated " + when(new Date().toISOString());
+    }
+    schedule();
+  }
+
+  function schedule() {
+    clearTimeout(state.timer);
+    if (state.token && $("#auto-refresh").checked) {
+      state.timer = setTimeout(refresh, REFRESH_MS);
+    }
+  }
+
+  // ---- token ---------------------------------------------------------------------
+
+  function saveToken(ev) {
+    ev.preventDefault();
+    const input = $("#token-input");
+    const token = input.value.trim();
+    if (!token) {
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+      return;
+    }
+    state.token = token;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    state.actor = $("#actor-input").value.trim();
+    sessionStorage.setItem(ACTOR_KEY, state.actor);
+    input.value = "";
+    input.removeAttribute("aria-invalid");
+    input.placeholder = "saved; type to replace";
+    clearError();
+    refresh();
+  }
+
+  function forgetToken() {
+    state.token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    clearTimeout(state.timer);
+    $("#token-input").placeholder = "TANDEM_ADMIN_TOKEN";
+    $("#refresh-status").textContent = "Not connected: enter the admin token.";
+    for (const id of ["#pods", "#report", "#audit-log", "#instances"]) $(id + " tbody").replaceChildren();
+    $("#divergences tbody").replaceChildren();
+    renderKillSwitch({ engaged: false });
+    $("#killswitch-state").dataset.engaged = "unknown";
+    $("#killswitch-state").textContent = "Unknown";
+    state.selected.clear();
+    updateKillSwitchButtons();
+    $("#token-input").focus();
+  }
+
+  // ---- confirm dialog ------------------------------------------------------------
+
+  // openDialog shows the confirm dialog for an action:
+  // {title, body: [nodes], reason, okLabel, danger, mode: {pod, from}|null,
+  //  run: async (reason, force) => void}.
+  function openDialog(action) {
+    state.dialog = action;
+    $("#confirm-title").textContent = action.title;
+    $("#confirm-body").replaceChildren(...(action.body || []));
+    $("#confirm-reason").value = action.reason || "";
+    $("#confirm-error").textContent = "";
+    const ok = $("#confirm-ok");
+    ok.textContent = action.okLabel || "Confirm";
+    ok.className = action.danger ? "danger" : "";
+    ok.disabled = false;
+    $("#mode-fields").hidden = !action.mode;
+    $("#dryrun-result").replaceChildren();
+    $("#confirm-force").checked = false;
+    const dlg = $("#confirm-dialog");
+    if (!dlg.open) dlg.showModal();
+    if (action.mode) {
+      const sel = $("#mode-target");
+      const targets = TRANSITIONS[action.mode.from] || MODES;
+      sel.replaceChildren(...targets.map((m) => el("option", { value: m, text: m })));
+      sel.focus();
+      dryRun();
+    } else {
+      $("#confirm-reason").focus();
+    }
+  }
+
+  function closeDialog() {
+    state.dialog = null;
+    const dlg = $("#confirm-dialog");
+    if (dlg.open) dlg.close();
+  }
+
+  // dryRun asks the server whether the selected mode change would apply; the
+  // Apply button stays disabled until the answer for the current choice
+  // arrives, and while it says no without force.
+  async function dryRun() {
+    const action = state.dialog;
+    if (!action || !action.mode) return;
+    const mode = $("#mode-target").value;
+    const force = $("#confirm-force").checked;
+    const ok = $("#confirm-ok");
+    const out = $("#dryrun-result");
+    ok.disabled = true;
+    out.dataset.state = "pending";
+    out.replaceChildren(el("span", { text: "Dry run of " + action.mode.pod + " → " + mode + "…" }));
+    const reason = $("#confirm-reason").value.trim() || "dashboard dry run";
+    let res;
+    try {
+      res = await api("PUT", podPath(action.mode.pod, "mode"), { mode, reason, force, dry_run: true });
+    } catch (e) {
+      if (state.dialog !== action || $("#mode-target").value !== mode || $("#confirm-force").checked !== force) return;
+      out.dataset.state = "error";
+      out.replaceChildren(badge("refused", "bad"), " " + e.code + ": " + e.message);
+      return;
+    }
+    if (state.dialog !== action || $("#mode-target").value !== mode || $("#confirm-force").checked !== force) return;
+    const gates = (res && res.failed_gates) || [];
+    const would = !!(res && res.would_apply);
+    out.dataset.state = would ? "would-apply" : "would-refuse";
+    out.replaceChildren(
+      el("div", {}, el("strong", { text: "Dry run: " }),
+        would ? badge("would apply", "good") : badge("would be refused", "bad")),
+      el("div", { "data-field": "failed_gates" }, "Failed gates: " + (gates.length ? gates.join(", ") : "none")),
+    );
+    if (!would && !force) {
+      out.append(el("div", { class: "hint", text: "Tick Force to override the gates (logged), or wait until they pass." }));
+    }
+    ok.disabled = !would && !force;
+  }
+
+  async function submitDialog(ev) {
+    ev.preventDefault();
+    const action = state.dialog;
+    if (!action) return;
+    const reasonInput = $("#confirm-reason");
+    const reason = reasonInput.value.trim();
+    if (!reason) {
+      $("#confirm-error").textContent = "A reason is required.";
+      reasonInput.setAttribute("aria-invalid", "true");
+      reasonInput.focus();
+      return;
+    }
+    reasonInput.removeAttribute("aria-invalid");
+    const ok = $("#confirm-ok");
+    ok.disabled = true;
+    try {
+      await action.run(reason, $("#confirm-force").checked);
+      clearError();
+      closeDialog();
+    } catch (e) {
+      $("#confirm-error").textContent = (e.code || "error") + ": " + e.message;
+      showError(e, "action");
+      ok.disabled = false;
+      return;
+    }
+    refresh();
+  }
+
+  function openModeDialog(podName) {
+    const p = state.pods.find((x) => x.pod === podName);
+    if (!p) return;
+    openDialog({
+      title: "Change the mode of " + p.pod,
+      body: [el("p", {}, "Now ", modeBadge(p.mode), " (source of truth " + (p.source_of_truth || "–") +
+        (p.kill_switch ? ", kill switch engaged" : "") + "). The change is checked by a dry run first.")],
+      okLabel: "Apply mode change",
+      danger: true,
+      mode: { pod: p.pod, from: p.mode },
+      run: async (reason, force) => {
+        const mode = $("#mode-target").value;
+        const body = { mode, reason };
+        if (force) body.force = true;
+        await api("PUT", podPath(p.pod, "mode"), body);
+        showNotice(el("span", { text: p.pod + " moved to " + mode + "." }));
+      },
+    });
+  }
+
+  function openAuditDialog(podName) {
+    openDialog({
+      title: "Run the drift audit of " + podName,
+      body: [el("p", { text: "Compares the ledger with Redis and MySQL for every position of the pod." })],
+      reason: "dashboard audit",
+      okLabel: "Run audit",
+      run: async (reason) => {
+        const a = await api("POST", podPath(podName, "audit"), { reason });
+        const head = el("p", {}, el("strong", { text: "Audit of " + a.pod + ": " }),
+          a.clean ? badge("clean", "good") : badge("drift in " + (a.drifted || []).length + " positions", "bad"),
+          " " + num(a.checked) + " positions checked at " + when(a.at) + ".");
+        const nodes = [head];
+        if (a.drifted && a.drifted.length) {
+          const opt = (v) => (v === null || v === undefined ? "–" : String(v));
+          nodes.push(el("table", { class: "compact" },
+            el("thead", {}, el("tr", {}, ...["Shop", "Item", "Group", "Ledger on hand", "Redis available", "MySQL available"]
+              .map((h) => el("th", { scope: "col", text: h })))),
+            el("tbody", {}, ...a.drifted.map((d) => el("tr", {},
+              ...[d.shop_id, d.inventory_item_id, d.group_id, d.ledger_on_hand, d.redis_available, d.mysql_available]
+                .map((v) => el("td", { class: "num", text: opt(v) })))))));
+        }
+        showNotice(...nodes);
+      },
+    });
+  }
+
+  function openKillSwitchDialog(engage) {
+    const pods = Array.from(state.selected);
+    const names = pods.length ? pods : state.pods.map((p) => p.pod);
+    const scope = pods.length ? "the selected pods" : "ALL pods";
+    openDialog({
+      title: (engage ? "Engage" : "Disengage") + " the kill switch for " + scope,
+      body: [
+        el("p", { text: engage
+          ? "Redis becomes the source of truth of these pods at once, on every instance:"
+          : "These pods go back to the source of truth of their mode:" }),
+        el("ul", { class: "pod-list" }, ...names.map((n) => el("li", { text: n }))),
+      ],
+      okLabel: engage ? "Engage kill switch" : "Disengage kill switch",
+      danger: engage,
+      run: async (reason) => {
+        const body = { reason };
+        if (pods.length) body.pods = pods;
+        const ks = await api(engage ? "POST" : "DELETE", "/admin/killswitch", body);
+        renderKillSwitch(ks);
+        if (ks.refused && ks.refused.length) {
+          showNotice(el("strong", { text: "Not every pod could fall back to Redis: " }),
+            ks.refused.map((r) => r.pod + " (" + r.reason + ")").join("; "));
+        } else {
+          showNotice(el("span", { text: "Kill switch " + (engage ? "engaged" : "disengaged") + " for " + names.join(", ") + "." }));
+        }
+      },
+    });
+  }
+
+  // ---- wiring ----------------------------------------------------------------------
+
+  function init() {
+    $("#token-form").addEventListener("submit", saveToken);
+    $("#token-clear").addEventListener("click", forgetToken);
+    $("#error-dismiss").addEventListener("click", () => clearError());
+    $("#notice-dismiss").addEventListener("click", () => { $("#notice").hidden = true; });
+    $("#auto-refresh").addEventListener("change", () => ($("#auto-refresh").checked ? refresh() : clearTimeout(state.timer)));
+    $("#killswitch-engage").addEventListener("click", () => openKillSwitchDialog(true));
+    $("#killswitch-disengage").addEventListener("click", () => openKillSwitchDialog(false));
+    $("#confirm-form").addEventListener("submit", submitDialog);
+    $("#confirm-cancel").addEventListener("click", closeDialog);
+    $("#confirm-dialog").addEventListener("close", () => { state.dialog = null; });
+    $("#mode-target").addEventListener("change", dryRun);
+    $("#confirm-force").addEventListener("change", dryRun);
+    updateKillSwitchButtons();
+    $("#actor-input").value = state.actor;
+    if (state.token) {
+      $("#token-input").placeholder = "saved; type to replace";
+      refresh();
+    } else {
+      $("#token-input").focus();
+    }
+  }
+
+  init();
+})();

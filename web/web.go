@@ -1,0 +1,250 @@
+// Package web serves tandem over HTTP: the checkout API (reservations and
+// inventory, on `listen`) and the admin API (rollout, kill switch,
+// divergences, audits, metrics and the dashboard, on `admin_listen`). It
+// speaks the contract of API.md and is the only place where error codes are
+// mapped to HTTP statuses.
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"go.uber.org/zap"
+
+	"github.com/tandemhq/tandem"
+)
+
+// MaxBodyBytes is the largest request body either API reads (API.md: 64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// codes maps every error code of the contract to its HTTP status. Codes
+// missing here are answered as internal errors.
+var codes = map[string]int{
+	tandem.EINVALID:              http.StatusBadRequest,
+	tandem.EUNAUTHORIZED:         http.StatusUnauthorized,
+	tandem.ENOTFOUND:             http.StatusNotFound,
+	tandem.EUNKNOWNSHOP:          http.StatusNotFound,
+	tandem.EUNKNOWNPOD:           http.StatusNotFound,
+	tandem.EINSUFFICIENT:         http.StatusConflict,
+	tandem.ECONFLICT:             http.StatusConflict,
+	tandem.ETRANSITIONREFUSED:    http.StatusConflict,
+	tandem.EALREADYCLAIMED:       http.StatusConflict,
+	tandem.EGONE:                 http.StatusGone,
+	tandem.EPAYLOADTOOLARGE:      http.StatusRequestEntityTooLarge,
+	tandem.EUNSUPPORTEDMEDIATYPE: http.StatusUnsupportedMediaType,
+	tandem.EUNAVAILABLE:          http.StatusServiceUnavailable,
+	tandem.EINTERNAL:             http.StatusInternalServerError,
+}
+
+// ErrorStatusCode returns the HTTP status of an error code; unknown codes
+// are internal errors (500).
+func ErrorStatusCode(code string) int {
+	if s, ok := codes[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is API.md's error JSON.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details"`
+}
+
+// maxMessageLen bounds an error message that may echo client input.
+const maxMessageLen = 300
+
+// writeError answers err as the error JSON. Internal errors (and codes the
+// contract does not know) are logged with the request id and answered with
+// a generic message; nothing else is logged as an error.
+func writeError(w http.ResponseWriter, r *http.Request, logger *zap.Logger, err error) {
+	code, msg, details := tandem.ErrorCode(err), tandem.ErrorMessage(err), tandem.ErrorDetails(err)
+	switch {
+	case code == tandem.EINTERNAL && r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		// The client went away or its deadline passed: nobody reads the
+		// answer, and it is not a fault of ours.
+		logger.Debug("request abandoned", zap.String("request_id", middleware.GetReqID(r.Context())), zap.Error(err))
+		code, msg, details = tandem.EUNAVAILABLE, "request cancelled", nil
+	case code == tandem.EINTERNAL && errors.Is(err, context.DeadlineExceeded):
+		code, msg, details = tandem.EUNAVAILABLE, "the source of truth did not answer in time", nil
+	case code == tandem.EINTERNAL || codes[code] == 0:
+		logger.Error("internal error",
+			zap.String("request_id", middleware.GetReqID(r.Context())),
+			zap.String("method", r.Method),
+			zap.String("path", r.URL.Path),
+			zap.Error(err))
+		code, msg, details = tandem.EINTERNAL, "internal error", nil
+	}
+	if details == nil {
+		details = map[string]any{}
+	}
+	if len(msg) > maxMessageLen {
+		msg = truncate(msg, maxMessageLen)
+	}
+	writeJSON(w, ErrorStatusCode(code), errorBody{Error: errorDetail{Code: code, Message: msg, Details: details}})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	// An encoding error here means the client went away mid-answer; there
+	// is nobody left to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// invalid returns an EINVALID error.
+func invalid(format string, args ...any) error {
+	return tandem.Errorf(tandem.EINVALID, format, args...)
+}
+
+// decodeJSON reads the request body into v strictly: Content-Type must be
+// application/json, the body at most MaxBodyBytes, one JSON value with no
+// unknown fields and numbers that fit their fields.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return tandem.Errorf(tandem.EUNSUPPORTEDMEDIATYPE, "request body must have Content-Type: application/json")
+	}
+	if r.ContentLength > MaxBodyBytes {
+		return tooLarge()
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	// One value only: anything but white space after it is an error.
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge()
+		}
+		return invalid("request body must hold exactly one JSON value")
+	}
+	return nil
+}
+
+func tooLarge() error {
+	return tandem.Errorf(tandem.EPAYLOADTOOLARGE, "request body is over %d bytes", MaxBodyBytes)
+}
+
+// decodeError translates an encoding/json error into a contract error.
+func decodeError(err error) error {
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		ute *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge()
+	case errors.Is(err, io.EOF):
+		return invalid("request body is empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("request body is truncated JSON")
+	case errors.As(err, &se):
+		return invalid("malformed JSON at offset %d", se.Offset)
+	case errors.As(err, &ute):
+		if ute.Field == "" {
+			return invalid("request body must be a JSON object")
+		}
+		if ute.Type != nil && strings.HasPrefix(ute.Type.Kind().String(), "int") {
+			return invalid("%s must be an integer in range", ute.Field)
+		}
+		return invalid("%s has the wrong type (got %s)", ute.Field, ute.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return invalid("invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// parseID parses a decimal id > 0 strictly: digits only, no sign, no
+// leading zero, within int64.
+func parseID(name, s string) (int64, error) {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0, invalid("%s must be an integer > 0", name)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, invalid("%s must be an integer > 0", name)
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalid("%s must be an integer > 0", name)
+	}
+	return n, nil
+}
+
+// queryParam returns the single value of a query parameter, "" when absent;
+// repeating it is invalid.
+func queryParam(r *http.Request, name string) (string, bool, error) {
+	vs, ok := r.URL.Query()[name]
+	if !ok {
+		return "", false, nil
+	}
+	if len(vs) != 1 {
+		return "", true, invalid("query parameter %s must be given once", name)
+	}
+	return vs[0], true, nil
+}
+
+// parseLimit reads an optional limit query parameter in 1..1000.
+func parseLimit(r *http.Request) (int, error) {
+	s, ok, err := queryParam(r, "limit")
+	if err != nil {
+		return 0, err
+	} else if !ok {
+		return defaultLimit, nil
+	}
+	n, err := parseID("limit", s)
+	if err != nil || n > maxLimit {
+		return 0, invalid("limit must be an integer in 1..%d", maxLimit)
+	}
+	return int(n), nil
+}
+
+// Limits of list queries of the admin API.
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// utc returns t in UTC, or nil for the zero time.
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
