@@ -65,6 +65,11 @@ type Comparison struct {
 	Shadow        Outcome
 	// Kind is "" for a match, else one of the divergence kinds.
 	Kind string
+	// Repaired is true when the shadow first answered differently only
+	// because of contention at the sold-out boundary (its units were briefly
+	// taken by carts the SoT refused, or the other way round) and the router
+	// brought it to the SoT's outcome; such a comparison counts as a match.
+	Repaired bool
 }
 
 // Divergence is a persisted comparison that did not match, or a drift found

@@ -162,21 +162,60 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	req.TTL = req.TTLOr(r.DefaultTTL)
 	mode, sot, shadow := r.route()
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	shadowDone := r.goShadow(ctx, shadow, req.ShopID, req.CartToken, func(ctx context.Context) (*tandem.Reservation, error) {
-		return shadow.Reserve(ctx, req)
-	})
+	job := r.goShadow(ctx, mode, tandem.OpReserve, shadow, req.ShopID, req.CartToken,
+		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) },
+		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
+			return r.repairReserve(ctx, shadow, req, primary, sh)
+		})
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
-	primary := tandem.OutcomeOf(sot.Name(), res, err, time.Since(start))
-	r.compare(mode, tandem.OpReserve, req.ShopID, req.CartToken, primary, shadowDone, func(ctx context.Context, sh tandem.Outcome) {
-		// Repair: the shadow never keeps a hold that the SoT refused, nor one
-		// in other groups than the SoT's.
-		if sh.Status == string(tandem.StatusReserved) &&
-			(primary.Status != string(tandem.StatusReserved) || !sameLines(primary.Lines, sh.Lines)) {
-			_, _ = shadow.Release(ctx, req.ShopID, req.CartToken)
-		}
-	})
+	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	return r.stamp(res, sot.Name()), err
+}
+
+// repairReserve brings the shadow to the SoT's outcome: it never keeps a
+// hold the SoT refused (or one in other groups), and it retries a hold the
+// SoT granted but the shadow could not, pinned to the SoT's groups: at the
+// sold-out boundary the two stores pick their winners concurrently, and the
+// shadow's units free up as the losers' holds are released. It returns the
+// shadow's final outcome and whether the difference was repaired.
+func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
+	granted := primary.Status == string(tandem.StatusReserved)
+	held := sh.Status == string(tandem.StatusReserved)
+	switch {
+	case held && (!granted || !sameLines(primary.Lines, sh.Lines)):
+		if _, err := shadow.Release(ctx, req.ShopID, req.CartToken); err != nil {
+			return sh, false
+		}
+		if !granted && primary.Status == tandem.EINSUFFICIENT {
+			return tandem.Outcome{Store: sh.Store, Status: primary.Status, Latency: sh.Latency, LatencyMS: sh.LatencyMS}, true
+		}
+		return sh, false
+	case granted && sh.Status == tandem.EINSUFFICIENT:
+		pinned := req
+		pinned.Lines = make([]tandem.LineRequest, len(primary.Lines))
+		for i, l := range primary.Lines {
+			pinned.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
+		}
+		// Retry until the repair's deadline (the shadow timeout): the units
+		// come back as fast as the SoT refuses the carts that hold them.
+		for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return sh, false
+			}
+			res, err := shadow.Reserve(ctx, pinned)
+			if err == nil {
+				o := tandem.OutcomeOf(sh.Store, res, nil, sh.Latency)
+				return o, sameLines(primary.Lines, o.Lines)
+			}
+			if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+				return sh, false
+			}
+		}
+	}
+	return sh, false
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever
@@ -202,47 +241,42 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 		return nil, err
 	}
 	mode, sot, shadow := r.route()
-	shadowDone := r.goShadow(ctx, shadow, shopID, cartToken, func(ctx context.Context) (*tandem.Reservation, error) {
-		return f(shadow, ctx, shopID, cartToken)
-	})
+	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken,
+		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) }, nil)
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
-	primary := tandem.OutcomeOf(sot.Name(), res, err, time.Since(start))
-	answeredBy := sot
-	if tandem.ErrorCode(err) == tandem.ENOTFOUND && shadow == nil {
-		// No shadow this mode, but a hold from an earlier SoT may live in the
-		// other store: honour it (no lost reservation across flips).
-		if o := r.other(sot); o != nil {
-			if ores, oerr := r.fallback(ctx, o, shopID, cartToken, f); oerr == nil || tandem.ErrorCode(oerr) != tandem.ENOTFOUND && tandem.ErrorCode(oerr) != tandem.EUNAVAILABLE {
-				res, err, answeredBy = ores, oerr, o
-			}
+	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
+	if tandem.ErrorCode(err) != tandem.ENOTFOUND {
+		return r.stamp(res, sot.Name()), err
+	}
+	// The SoT never saw this cart, but a hold from an earlier SoT (before a
+	// flip or a kill switch) may live in the other store: honour it there.
+	// With a shadow, the shadow's own operation already did; without one,
+	// ask the other store now, bounded by the shadow timeout.
+	if shadow != nil {
+		if o, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && settled(o.Status) {
+			return r.stamp(outcomeReservation(shopID, cartToken, o), shadow.Name()), outcomeErr(o)
+		}
+		return r.stamp(res, sot.Name()), err
+	}
+	if o := r.other(sot); o != nil {
+		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
+		if oerr == nil || settled(tandem.ErrorCode(oerr)) {
+			return r.stamp(ores, o.Name()), oerr
 		}
 	}
-	var fromShadow chan fallbackResult
-	if tandem.ErrorCode(err) == tandem.ENOTFOUND && shadow != nil {
-		// The shadow's own operation settles the cart there; wait for it
-		// (bounded by the shadow timeout) and answer with it.
-		fromShadow = make(chan fallbackResult, 1)
-	}
-	r.compare(mode, op, shopID, cartToken, primary, shadowDone, func(_ context.Context, sh tandem.Outcome) {
-		if fromShadow != nil {
-			fromShadow <- fallbackResult{sh}
-		}
-	})
-	if fromShadow != nil {
-		select {
-		case fr := <-fromShadow:
-			if fr.o.Status != tandem.ENOTFOUND && fr.o.Status != tandem.EUNAVAILABLE && fr.o.Status != tandem.EINTERNAL && fr.o.Status != "" {
-				res, err, answeredBy = outcomeReservation(shopID, cartToken, fr.o), outcomeErr(fr.o), shadow
-			}
-		case <-time.After(r.ShadowTimeout + 50*time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
-	return r.stamp(res, answeredBy.Name()), err
+	return r.stamp(res, sot.Name()), err
 }
 
-type fallbackResult struct{ o tandem.Outcome }
+// settled reports whether a status or code is a store's definite answer
+// about a cart it knows.
+func settled(status string) bool {
+	switch status {
+	case "", "dropped", tandem.ENOTFOUND, tandem.EUNAVAILABLE, tandem.EINTERNAL:
+		return false
+	}
+	return true
+}
 
 func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
@@ -288,6 +322,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ShadowTimeout)
 		sstart := time.Now()
 		sc, serr := shadow.SetOnHand(sctx, key, onHand)
+		timedOut := serr != nil && sctx.Err() != nil
 		cancel()
 		primary := tandem.Outcome{Store: sot.Name(), Status: "ok", Latency: time.Since(start)}
 		so := tandem.Outcome{Store: shadow.Name(), Status: "ok", Latency: time.Since(sstart)}
@@ -296,7 +331,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
 		}
-		r.record(mode, tandem.OpSetStock, key.ShopID, "", primary, so, sctx.Err() != nil)
+		r.record(mode, tandem.OpSetStock, key.ShopID, "", primary, so, timedOut, false)
 	}
 	return inv, nil
 }
@@ -330,38 +365,74 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 	}
 }
 
-// shadowResult is the shadow's answer, delivered once.
-type shadowResult struct {
-	o        tandem.Outcome
-	timedOut bool
-	dropped  bool
+// shadowJob is one shadow operation in flight.
+type shadowJob struct {
+	primaryCh chan tandem.Outcome // the SoT's outcome, sent once
+	rawCh     chan tandem.Outcome // the shadow's first answer, sent once
 }
 
-// goShadow starts op on the shadow store, after any earlier shadow op of the
-// same cart, under the shadow timeout and the in-flight cap. It returns nil
-// when there is no shadow; otherwise a channel that yields one result.
-func (r *Router) goShadow(ctx context.Context, shadow tandem.ReservationStore, shopID int64, token string,
-	op func(ctx context.Context) (*tandem.Reservation, error)) <-chan shadowResult {
+// primary hands the SoT's outcome to the shadow job (no-op without one).
+func (j *shadowJob) primary(o tandem.Outcome) {
+	if j != nil {
+		j.primaryCh <- o
+	}
+}
+
+// wait returns the shadow's first answer, if it comes within d.
+func (j *shadowJob) wait(ctx context.Context, d time.Duration) (tandem.Outcome, bool) {
+	if j == nil {
+		return tandem.Outcome{}, false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case o := <-j.rawCh:
+		return o, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return tandem.Outcome{}, false
+}
+
+// primaryWait bounds how long a shadow job waits for the SoT's outcome
+// before it gives up comparing (the SoT call is bounded by the request).
+const primaryWait = 30 * time.Second
+
+// goShadow runs op on the shadow store, after the earlier shadow jobs of the
+// same cart, under the shadow timeout and the in-flight cap; then, once the
+// SoT's outcome is known, repair (if any) and the comparison, still in the
+// cart's order. It returns nil when the mode has no shadow.
+func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shadow tandem.ReservationStore, shopID int64, token string,
+	run func(ctx context.Context) (*tandem.Reservation, error),
+	repair func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool)) *shadowJob {
 	if shadow == nil {
 		return nil
 	}
-	out := make(chan shadowResult, 1)
+	job := &shadowJob{primaryCh: make(chan tandem.Outcome, 1), rawCh: make(chan tandem.Outcome, 1)}
 	r.closeMux.Lock()
-	closed := r.closed
-	if !closed {
+	admitted := !r.closed
+	if admitted {
 		select {
 		case r.slots <- struct{}{}:
 		default:
-			closed = true // over the cap: dropped
+			admitted = false // over the cap
 		}
-	}
-	if closed {
-		r.closeMux.Unlock()
-		out <- shadowResult{o: tandem.Outcome{Store: shadow.Name(), Status: "dropped"}, dropped: true}
-		return out
 	}
 	r.wg.Add(1)
 	r.closeMux.Unlock()
+	if !admitted {
+		// Dropped: no shadow work, but the comparison is still recorded once
+		// the SoT answers. The goroutine only waits on a buffered channel.
+		dropped := tandem.Outcome{Store: shadow.Name(), Status: "dropped"}
+		job.rawCh <- dropped
+		go func() {
+			defer r.wg.Done()
+			if p, ok := waitOutcome(job.primaryCh); ok && !sotFailed(p) {
+				r.record(mode, op, shopID, token, p, dropped, false, false)
+			}
+		}()
+		return job
+	}
 
 	ck := cartKey{shopID, token}
 	done := make(chan struct{})
@@ -370,11 +441,9 @@ func (r *Router) goShadow(ctx context.Context, shadow tandem.ReservationStore, s
 	r.carts[ck] = done
 	r.mu.Unlock()
 
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ShadowTimeout)
+	base := context.WithoutCancel(ctx)
 	go func() {
 		defer r.wg.Done()
-		defer func() { <-r.slots }()
-		defer cancel()
 		defer func() {
 			close(done)
 			r.mu.Lock()
@@ -383,6 +452,7 @@ func (r *Router) goShadow(ctx context.Context, shadow tandem.ReservationStore, s
 			}
 			r.mu.Unlock()
 		}()
+		sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 		if prev != nil {
 			select {
 			case <-prev:
@@ -392,66 +462,71 @@ func (r *Router) goShadow(ctx context.Context, shadow tandem.ReservationStore, s
 		start := time.Now()
 		var res *tandem.Reservation
 		var err error
-		if sctx.Err() == nil {
-			res, err = op(sctx)
-		} else {
-			err = sctx.Err()
+		if err = sctx.Err(); err == nil {
+			res, err = run(sctx)
 		}
-		timedOut := errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil && err != nil
-		out <- shadowResult{o: tandem.OutcomeOf(shadow.Name(), res, err, time.Since(start)), timedOut: timedOut}
-	}()
-	return out
-}
-
-// compare waits (in the background) for the shadow's answer, classifies it
-// against the primary's, runs repair with the shadow's outcome, and records
-// the comparison. With no shadow it does nothing.
-func (r *Router) compare(mode tandem.Mode, op string, shopID int64, token string, primary tandem.Outcome,
-	shadowDone <-chan shadowResult, repair func(ctx context.Context, sh tandem.Outcome)) {
-	if shadowDone == nil {
-		return
-	}
-	if primary.Status == tandem.EUNAVAILABLE || primary.Status == tandem.EINTERNAL {
-		// The SoT could not answer: nothing to compare, but a shadow hold must
-		// not outlive the refusal.
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			sr := <-shadowDone
-			r.runRepair(repair, sr.o)
-		}()
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		sr := <-shadowDone
-		if !sr.dropped {
-			r.runRepair(repair, sr.o)
-		} else if repair != nil {
-			repair(context.Background(), sr.o)
+		timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
+		cancel()
+		<-r.slots // the shadow store's work is done; repair is bounded below
+		sh := tandem.OutcomeOf(shadow.Name(), res, err, time.Since(start))
+		if timedOut {
+			sh.Status = "timeout"
 		}
-		r.record(mode, op, shopID, token, primary, sr.o, sr.timedOut)
+		job.rawCh <- sh
+
+		p, ok := waitOutcome(job.primaryCh)
+		if !ok {
+			return
+		}
+		repaired := false
+		if repair != nil && !timedOut {
+			rctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
+			sh, repaired = repair(rctx, p, sh)
+			cancel()
+		}
+		if !sotFailed(p) {
+			r.record(mode, op, shopID, token, p, sh, timedOut, repaired)
+		}
 	}()
+	return job
 }
 
-func (r *Router) runRepair(repair func(ctx context.Context, sh tandem.Outcome), sh tandem.Outcome) {
-	if repair == nil {
-		return
+func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
+	t := time.NewTimer(primaryWait)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		return o, true
+	case <-t.C:
+		return tandem.Outcome{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.ShadowTimeout)
-	defer cancel()
-	repair(ctx, sh)
 }
 
-func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut bool) {
+// sotFailed reports whether the SoT could not answer; there is nothing to
+// compare then (the buyer got a 503), though repair still ran.
+func sotFailed(p tandem.Outcome) bool {
+	return p.Status == tandem.EUNAVAILABLE || p.Status == tandem.EINTERNAL
+}
+
+// Wait returns when no shadow job is in flight. Tests and shutdown use it;
+// jobs started meanwhile extend it.
+func (r *Router) Wait() {
+	r.init()
+	r.wg.Wait()
+}
+
+func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
 	if r.Recorder == nil {
 		return
+	}
+	kind := ""
+	if !repaired {
+		kind = Classify(primary, shadow, timedOut)
 	}
 	r.Recorder.Record(tandem.Comparison{
 		At: r.Now(), Pod: r.Pod, Op: op, ShopID: shopID, CartToken: token,
 		SourceOfTruth: mode.SourceOfTruth(), Primary: primary, Shadow: shadow,
-		Kind: Classify(primary, shadow, timedOut),
+		Kind: kind, Repaired: repaired,
 	})
 }
 
@@ -461,7 +536,7 @@ func Classify(primary, shadow tandem.Outcome, timedOut bool) string {
 	switch {
 	case shadow.Status == "dropped":
 		return tandem.KindShadowDropped
-	case timedOut:
+	case timedOut || shadow.Status == "timeout":
 		return tandem.KindShadowTimeout
 	case shadow.Status == tandem.EUNAVAILABLE || shadow.Status == tandem.EINTERNAL:
 		return tandem.KindShadowError

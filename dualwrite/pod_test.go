@@ -1,0 +1,166 @@
+package dualwrite_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+	"github.com/tandemhq/tandem/internal/conformance"
+	"github.com/tandemhq/tandem/internal/testenv"
+	"github.com/tandemhq/tandem/mysqlres"
+	"github.com/tandemhq/tandem/redisres"
+)
+
+// modes is a settable ModeSource.
+type modes struct{ m atomic.Value }
+
+func (s *modes) Mode(string) tandem.Mode { return s.m.Load().(tandem.Mode) }
+func (s *modes) set(m tandem.Mode)       { s.m.Store(m) }
+
+// kill is a settable KillSwitch.
+type kill struct{ on atomic.Bool }
+
+func (k *kill) Engaged(string) bool { return k.on.Load() }
+
+// recorder keeps every comparison.
+type recorder struct {
+	mu  sync.Mutex
+	all []tandem.Comparison
+}
+
+func (r *recorder) Record(c tandem.Comparison) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, c)
+}
+
+func (r *recorder) kinds() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]int{}
+	for _, c := range r.all {
+		m[c.Kind]++
+	}
+	return m
+}
+
+func (r *recorder) divergences() []tandem.Comparison {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []tandem.Comparison
+	for _, c := range r.all {
+		if c.Kind != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pod is one router over real stores: MySQL in a fresh database, Redis
+// under a fresh key prefix, sharing the pod's ledger.
+type pod struct {
+	*dualwrite.Router
+	redis *redisres.Store
+	mysql *mysqlres.Store
+	modes *modes
+	kill  *kill
+	rec   *recorder
+	clock *conformance.Clock
+}
+
+func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
+	t.Helper()
+	dsn := testenv.MustCreateDatabase(t)
+	rdb, prefix := testenv.MustRedis(t)
+	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	ms := mysqlres.NewStore(dsn)
+	ms.Now = clock.Now
+	if err := ms.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	if err := ms.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rs := redisres.NewStore(rdb, ms.Ledger())
+	rs.Prefix = prefix
+	rs.Now = clock.Now
+	if err := rs.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock}
+	p.modes.set(mode)
+	shops, _ := tandem.ParseShopSet([]string{"1-1000000000"})
+	p.Router = &dualwrite.Router{
+		Pod: "pod-t", Shops: shops, Redis: rs, MySQL: ms, Ledger: ms.Ledger(),
+		Modes: p.modes, Kill: p.kill, Recorder: p.rec,
+		ShadowTimeout: 10 * time.Second, MaxInflight: 4096, AuditSettle: 50 * time.Millisecond,
+		Now: clock.Now,
+	}
+	t.Cleanup(func() { p.Router.Close() })
+	return p
+}
+
+// mustAuditClean waits for the shadow and asserts the drift audit is clean
+// and both stores' invariants hold.
+func (p *pod) mustAuditClean(t *testing.T) {
+	t.Helper()
+	p.Wait()
+	a, err := p.Audit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Clean {
+		for _, d := range a.Drifted {
+			t.Errorf("drift at %d/%d/%d: ledger %d, redis %v, mysql %v", d.ShopID, d.ItemID, d.GroupID,
+				d.LedgerOnHand, deref(d.RedisAvailable), deref(d.MySQLAvailable))
+		}
+	}
+	for _, s := range []tandem.ReservationStore{p.redis, p.mysql} {
+		vs, err := s.CheckInvariants(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			t.Errorf("%s invariant: %s %s", s.Name(), v.Key, v.Message)
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func (p *pod) onHand(t *testing.T, k tandem.Key) int64 {
+	t.Helper()
+	v, err := p.mysql.Ledger().OnHand(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (p *pod) counters(t *testing.T, s tandem.ReservationStore, k tandem.Key) tandem.Counters {
+	t.Helper()
+	c, err := s.Counters(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *c
+}
+
+func cart(token string, shop int64, lines ...tandem.LineRequest) tandem.ReserveRequest {
+	return tandem.ReserveRequest{CartToken: token, ShopID: shop, Lines: lines}
+}
+
+func one(item, qty int64, groups ...int64) tandem.LineRequest {
+	return tandem.LineRequest{ItemID: item, Quantity: qty, GroupIDs: groups}
+}

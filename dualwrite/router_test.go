@@ -1,0 +1,357 @@
+package dualwrite_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+)
+
+var ctx = context.Background()
+
+func TestRouter_Lifecycle(t *testing.T) {
+	for _, mode := range []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly} {
+		t.Run(string(mode), func(t *testing.T) {
+			p := mustOpenPod(t, mode)
+			k := tandem.Key{ShopID: 1, ItemID: 100, GroupID: 1}
+			if mode == tandem.ModeMySQLOnly || mode == tandem.ModeMySQL {
+				// Entering MySQL modes goes through shadow, whose backfill builds the pool.
+				p.modes.set(tandem.ModeShadow)
+			}
+			if _, err := p.SetOnHand(ctx, k, 10); err != nil {
+				t.Fatal(err)
+			}
+			p.modes.set(mode)
+			res, err := p.Reserve(ctx, cart("c-1", 1, one(100, 3, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := res.SourceOfTruth, mode.SourceOfTruth(); got != want {
+				t.Errorf("source_of_truth: got %s, want %s", got, want)
+			}
+			if res.Pod != "pod-t" {
+				t.Errorf("pod: got %q, want pod-t", res.Pod)
+			}
+			if _, err := p.Claim(ctx, 1, "c-1"); err != nil {
+				t.Fatal(err)
+			}
+			again, err := p.Claim(ctx, 1, "c-1")
+			if err != nil || again.Status != tandem.StatusClaimed {
+				t.Fatalf("repeated claim: got %v, %v, want claimed", again, err)
+			}
+			if got := p.onHand(t, k); got != 7 {
+				t.Errorf("ledger on_hand: got %d, want 7 (deducted exactly once)", got)
+			}
+			if _, err := p.Reserve(ctx, cart("c-2", 1, one(100, 2, 1))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Release(ctx, 1, "c-2"); err != nil {
+				t.Fatal(err)
+			}
+			inv, err := p.Inventory(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inv.OnHand != 7 || inv.Available != 7 || inv.Reserved != 0 {
+				t.Errorf("inventory: got on_hand %d available %d reserved %d, want 7 7 0", inv.OnHand, inv.Available, inv.Reserved)
+			}
+			if shadow := mode.Shadow(); shadow != "" {
+				if _, ok := inv.Stores[shadow]; !ok {
+					t.Errorf("inventory stores: got %v, want the shadow %s too", inv.Stores, shadow)
+				}
+			}
+			if mode != tandem.ModeRedis && mode != tandem.ModeMySQLOnly {
+				p.mustAuditClean(t)
+				if d := p.rec.divergences(); len(d) != 0 {
+					t.Errorf("got %d divergences, want 0: %+v", len(d), d)
+				}
+			}
+		})
+	}
+}
+
+// A cart reserved under shadow (Redis SoT) and claimed after a flip to
+// mysql is deducted once, and both stores end clean; and the same across
+// the kill switch from mysql back to Redis.
+func TestRouter_FlipMidFlight(t *testing.T) {
+	t.Run("ShadowToMySQL", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 2, ItemID: 7, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 20); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			if _, err := p.Reserve(ctx, cart(fmt.Sprint("f-", i), 2, one(7, 2, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Wait()
+		p.modes.set(tandem.ModeMySQL)
+		for i := 0; i < 3; i++ {
+			res, err := p.Claim(ctx, 2, fmt.Sprint("f-", i))
+			if err != nil || res.SourceOfTruth != tandem.StoreMySQL {
+				t.Fatalf("claim after flip: got %+v, %v, want claimed by mysql", res, err)
+			}
+		}
+		for i := 3; i < 5; i++ {
+			if _, err := p.Release(ctx, 2, fmt.Sprint("f-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := p.onHand(t, k); got != 14 {
+			t.Errorf("ledger on_hand: got %d, want 14", got)
+		}
+		p.mustAuditClean(t)
+		if got := p.counters(t, p.redis, k); got.Available != 14 || got.Reserved != 0 {
+			t.Errorf("redis after flip: got %+v, want available 14, none held", got)
+		}
+	})
+	t.Run("KillSwitchFromMySQL", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 3, ItemID: 7, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 20); err != nil {
+			t.Fatal(err)
+		}
+		p.modes.set(tandem.ModeMySQL)
+		for i := 0; i < 4; i++ {
+			if _, err := p.Reserve(ctx, cart(fmt.Sprint("k-", i), 3, one(7, 1, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Wait()
+		p.kill.on.Store(true)
+		if got := p.Mode(); got != tandem.ModeShadow {
+			t.Fatalf("effective mode while killed: got %s, want shadow", got)
+		}
+		for i := 0; i < 4; i++ {
+			res, err := p.Claim(ctx, 3, fmt.Sprint("k-", i))
+			if err != nil || res.SourceOfTruth != tandem.StoreRedis {
+				t.Fatalf("claim after kill switch: got %+v, %v, want claimed by redis", res, err)
+			}
+		}
+		if got := p.onHand(t, k); got != 16 {
+			t.Errorf("ledger on_hand: got %d, want 16", got)
+		}
+		p.mustAuditClean(t)
+	})
+	t.Run("HoldOnlyInOtherStore", func(t *testing.T) {
+		// A hold that only the old SoT has (its shadow copy was lost) is
+		// still claimable after the flip: no lost reservation.
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 4, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+			t.Fatal(err)
+		}
+		p.modes.set(tandem.ModeRedis) // MySQL not written
+		if _, err := p.Reserve(ctx, cart("lonely", 4, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+		p.modes.set(tandem.ModeMySQLOnly) // Redis not written; MySQL never saw the cart
+		res, err := p.Claim(ctx, 4, "lonely")
+		if err != nil || res.Status != tandem.StatusClaimed {
+			t.Fatalf("claim: got %+v, %v, want claimed from the other store", res, err)
+		}
+		if got := p.onHand(t, k); got != 3 {
+			t.Errorf("ledger on_hand: got %d, want 3", got)
+		}
+		if _, err := p.Claim(ctx, 4, "lonely"); err != nil {
+			t.Fatalf("repeated claim: %v", err)
+		}
+		if got := p.onHand(t, k); got != 3 {
+			t.Errorf("ledger on_hand after repeated claim: got %d, want 3", got)
+		}
+	})
+}
+
+// Writing one store behind the router's back makes the outcomes differ: the
+// divergence is recorded with both outcomes, and the shadow never keeps a
+// hold that the SoT refused.
+func TestRouter_ShadowRepair(t *testing.T) {
+	t.Run("ShadowRefusesWhatSoTGrants", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 5, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 3); err != nil {
+			t.Fatal(err)
+		}
+		p.Router.ShadowTimeout = 300 * time.Millisecond // bounds the futile repair
+		// MySQL alone loses its units to a cart the router never saw.
+		if _, err := p.mysql.Reserve(ctx, cart("sneak", 5, one(1, 3, 1))); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Reserve(ctx, cart("buyer", 5, one(1, 1, 1)))
+		if err != nil || res.Status != tandem.StatusReserved {
+			t.Fatalf("buyer: got %+v, %v, want reserved by the SoT", res, err)
+		}
+		p.Router.Wait()
+		ds := p.rec.divergences()
+		if len(ds) != 1 || ds[0].Kind != tandem.KindOutcomeMismatch {
+			t.Fatalf("divergences: got %+v, want one outcome_mismatch", ds)
+		}
+		if ds[0].Primary.Status != "reserved" || ds[0].Shadow.Status != tandem.EINSUFFICIENT {
+			t.Errorf("outcomes: got primary %q shadow %q, want reserved and insufficient_inventory", ds[0].Primary.Status, ds[0].Shadow.Status)
+		}
+	})
+	t.Run("ShadowGrantsWhatSoTRefuses", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 6, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 3); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.redis.Reserve(ctx, cart("sneak", 6, one(1, 3, 1))); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p.Reserve(ctx, cart("buyer", 6, one(1, 1, 1)))
+		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+			t.Fatalf("buyer: got %v, want insufficient_inventory from the SoT", err)
+		}
+		p.Router.Wait()
+		if got := p.counters(t, p.mysql, k); got.Reserved != 0 {
+			t.Errorf("mysql reserved after repair: got %d, want 0 (the shadow must not keep a refused hold)", got.Reserved)
+		}
+		if got, err := p.mysql.Get(ctx, 6, "buyer"); err != nil || got.Status != tandem.StatusReleased {
+			t.Errorf("shadow's copy: got %+v, %v, want released", got, err)
+		}
+	})
+}
+
+// slowStore delays every call of an underlying store.
+type slowStore struct {
+	tandem.ReservationStore
+	delay time.Duration
+	calls atomic.Int64
+}
+
+func (s *slowStore) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	s.calls.Add(1)
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "slow store: %v", ctx.Err())
+	}
+	return s.ReservationStore.Reserve(ctx, req)
+}
+
+// A slow shadow never slows the buyer beyond its bound: beyond the cap the
+// shadow is dropped, beyond the timeout it is cut, and both are recorded.
+func TestRouter_ShadowBounded(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k := tandem.Key{ShopID: 8, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 1000); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowStore{ReservationStore: p.mysql, delay: time.Hour}
+	p.Router.MySQL = slow
+	p.Router.ShadowTimeout = 100 * time.Millisecond
+	r := &dualwrite.Router{Pod: p.Pod, Shops: p.Shops, Redis: p.redis, MySQL: slow, Ledger: p.Ledger,
+		Modes: p.modes, Kill: p.kill, Recorder: p.rec, ShadowTimeout: 100 * time.Millisecond, MaxInflight: 4}
+	defer r.Close()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := r.Reserve(ctx, cart(fmt.Sprint("s-", i), 8, one(1, 1, 1))); err != nil {
+				failed.Add(1)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("got %d buyer failures, want 0 (the shadow never fails the buyer)", failed.Load())
+	}
+	r.Wait()
+	kinds := p.rec.kinds()
+	if kinds[tandem.KindShadowDropped] == 0 || kinds[tandem.KindShadowTimeout] == 0 {
+		t.Errorf("got kinds %v, want both shadow_dropped and shadow_timeout", kinds)
+	}
+	if got := kinds[tandem.KindShadowDropped] + kinds[tandem.KindShadowTimeout]; got != 20 {
+		t.Errorf("got %d dropped+timed out of 20, want 20", got)
+	}
+	if got := slow.calls.Load(); got > 20-int64(kinds[tandem.KindShadowDropped]) {
+		t.Errorf("slow store called %d times, want at most the admitted ones", got)
+	}
+}
+
+// Concurrent checkouts at the sold-out boundary: the stores pick winners
+// concurrently, the router repairs the shadow, and at rest both agree.
+func TestRouter_ConcurrentSoldOut(t *testing.T) {
+	for _, mode := range []tandem.Mode{tandem.ModeShadow, tandem.ModeMySQL} {
+		t.Run(string(mode), func(t *testing.T) {
+			p := mustOpenPod(t, tandem.ModeShadow)
+			k := tandem.Key{ShopID: 9, ItemID: 1, GroupID: 1}
+			if _, err := p.SetOnHand(ctx, k, 50); err != nil {
+				t.Fatal(err)
+			}
+			p.modes.set(mode)
+			var wg sync.WaitGroup
+			var won atomic.Int64
+			for i := 0; i < 150; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					_, err := p.Reserve(ctx, cart(fmt.Sprint("h-", i), 9, one(1, 1, 1)))
+					switch tandem.ErrorCode(err) {
+					case "":
+						won.Add(1)
+					case tandem.EINSUFFICIENT:
+					default:
+						t.Errorf("reserve: %v", err)
+					}
+				}(i)
+			}
+			wg.Wait()
+			if got := won.Load(); got != 50 {
+				t.Errorf("got %d reserved, want exactly 50", got)
+			}
+			p.mustAuditClean(t)
+			for _, s := range []tandem.ReservationStore{p.redis, p.mysql} {
+				if got := p.counters(t, s, k); got.Reserved != 50 {
+					t.Errorf("%s reserved: got %d, want 50", s.Name(), got.Reserved)
+				}
+			}
+			if d := p.rec.divergences(); len(d) != 0 {
+				t.Errorf("got %d unrepaired divergences, want 0; first %+v", len(d), d[0])
+			}
+		})
+	}
+}
+
+func TestRouter_Backfill(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis)
+	k := tandem.Key{ShopID: 10, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 10); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := p.Reserve(ctx, cart(fmt.Sprint("b-", i), 10, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := p.Backfill(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1 {
+		t.Errorf("backfill rewrote %d positions, want >= 1", n)
+	}
+	p.modes.set(tandem.ModeShadow)
+	p.mustAuditClean(t)
+	// A cart reserved before shadow began is claimed under shadow: once.
+	if _, err := p.Claim(ctx, 10, "b-0"); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	if got := p.onHand(t, k); got != 8 {
+		t.Errorf("ledger: got %d, want 8", got)
+	}
+	p.mustAuditClean(t)
+	if d := p.rec.divergences(); len(d) != 0 {
+		t.Errorf("got divergences %+v, want none after backfill", d)
+	}
+}
