@@ -135,6 +135,14 @@ func (s *ControlStore) Open(ctx context.Context) error {
 	return nil
 }
 
+// Ping checks that the control database answers, for readiness.
+func (s *ControlStore) Ping(ctx context.Context) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	return translate("control", s.db.PingContext(ctx))
+}
+
 // Close closes the connections; safe to call twice.
 func (s *ControlStore) Close() error {
 	var err error

@@ -73,14 +73,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not wired yet")
-}
-
-func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("migrate: not wired yet")
-}
-
 func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return errors.New("bench http: not wired yet")
 }

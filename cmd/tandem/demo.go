@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/tandemhq/tandem"
+)
+
+// demoEnv is what the demo started and must stop: a throwaway mariadbd,
+// an embedded Redis.
+type demoEnv struct {
+	mysqld *exec.Cmd
+	mr     *miniredis.Miniredis
+}
+
+func (d *demoEnv) close() {
+	if d.mysqld != nil && d.mysqld.Process != nil {
+		_ = d.mysqld.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.mysqld.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = d.mysqld.Process.Kill()
+			<-done
+		}
+	}
+	if d.mr != nil {
+		d.mr.Close()
+	}
+}
+
+func answers(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// demoPods are the demo's pods: one per mode of interest, smallest first.
+var demoPods = []struct {
+	name, shops, mode string
+}{
+	{"pod-a", "1-9", "shadow"},
+	{"pod-b", "10-99", "mysql"},
+	{"pod-c", "100-999", "redis"},
+}
+
+// setUpDemo builds the demo config on local stores: MySQL/MariaDB on
+// 127.0.0.1:3306 if it answers, else a throwaway mariadbd under .demo/;
+// Redis on 127.0.0.1:6379 if it answers, else embedded miniredis. The demo
+// databases and Redis keys are recreated at every start.
+func (m *Main) setUpDemo(ctx context.Context) error {
+	m.demo = &demoEnv{}
+	mysqlAddr := "127.0.0.1:3306"
+	if os.Getenv("TANDEM_DEMO_SPAWN_MYSQL") != "" || !answers(mysqlAddr) {
+		addr, err := m.spawnMariaDB(ctx)
+		if err != nil {
+			return err
+		}
+		mysqlAddr = addr
+	}
+	redisAddr := "127.0.0.1:6379"
+	if !answers(redisAddr) {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return fmt.Errorf("demo: embedded Redis: %w", err)
+		}
+		m.demo.mr = mr
+		redisAddr = mr.Addr()
+		m.Logger.Info("demo: no Redis on 127.0.0.1:6379, using embedded miniredis", zap.String("addr", redisAddr))
+	}
+	dsn := func(db string) string {
+		c := mysql.NewConfig()
+		c.User, c.Net, c.Addr, c.DBName = "root", "tcp", mysqlAddr, db
+		return c.FormatDSN()
+	}
+	root, err := sql.Open("mysql", dsn(""))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dbs := []string{"tandem_demo_control"}
+	for _, p := range demoPods {
+		dbs = append(dbs, "tandem_demo_"+p.name[len("pod-"):])
+	}
+	for _, db := range dbs {
+		if _, err := root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
+			return fmt.Errorf("demo: MySQL at %s: %w", mysqlAddr, err)
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	for _, pattern := range []string{"tandem:pod-*", "tandem:control:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Unlink(ctx, iter.Val())
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Control.MySQLDSN = dsn(dbs[0])
+	cfg.Control.RedisAddr = redisAddr
+	cfg.Reservation.DefaultTTL = time.Minute
+	cfg.Rollout.GateMinComparisons = 200
+	cfg.Rollout.GateWindow = 5 * time.Minute
+	cfg.Rollout.AuditInterval = 30 * time.Second
+	cfg.Rollout.AbortDivergenceRate = 0.05
+	for i, p := range demoPods {
+		cfg.Pods = append(cfg.Pods, PodConfig{
+			Name: p.name, Shops: []string{p.shops}, Mode: p.mode,
+			MySQLDSN: dsn(dbs[i+1]), RedisAddr: redisAddr, RedisDB: 0, MySQLMaxOpenConns: 16,
+		})
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	m.Config = cfg
+	if m.AdminToken == "" {
+		m.AdminToken = randomHex(16)
+		fmt.Fprintf(m.Stdout, "\n  tandem demo: admin token %s\n  dashboard:   http://%s/  (paste the token)\n  tandemctl:   TANDEM_ADMIN_TOKEN=%s go run ./cmd/tandemctl pods\n\n",
+			m.AdminToken, cfg.AdminListen, m.AdminToken)
+	}
+	return nil
+}
+
+// spawnMariaDB starts a throwaway mariadbd (or mysqld) from the installed
+// binaries, with its data under .demo/mysql, on a free loopback port.
+func (m *Main) spawnMariaDB(ctx context.Context) (string, error) {
+	server, err := exec.LookPath("mariadbd")
+	if err != nil {
+		if server, err = exec.LookPath("/usr/sbin/mariadbd"); err != nil {
+			if server, err = exec.LookPath("mysqld"); err != nil {
+				return "", fmt.Errorf("demo: no MySQL/MariaDB answers on 127.0.0.1:3306 and none is installed (apt-get install mariadb-server)")
+			}
+		}
+	}
+	dir, err := filepath.Abs(filepath.Join(".demo", "mysql"))
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mysql")); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		install, err := exec.LookPath("mariadb-install-db")
+		if err != nil {
+			if install, err = exec.LookPath("mysql_install_db"); err != nil {
+				return "", fmt.Errorf("demo: mariadb-install-db not found: %w", err)
+			}
+		}
+		out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+dir, "--user=root",
+			"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("demo: %s: %v\n%s", install, err, out)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	ln.Close()
+	cmd := exec.Command(server, "--no-defaults", "--datadir="+dir, "--user=root", "--bind-address=127.0.0.1",
+		"--port="+port, "--socket="+filepath.Join(dir, "mysqld.sock"), "--pid-file="+filepath.Join(dir, "mysqld.pid"),
+		"--skip-log-bin", "--innodb-buffer-pool-size=128M")
+	logf, err := os.Create(filepath.Join(dir, "..", "mysqld.log"))
+	if err != nil {
+		return "", err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the demo
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", fmt.Errorf("demo: start %s: %w", server, err)
+	}
+	m.demo.mysqld = cmd
+	for i := 0; i < 120 && !answers(addr); i++ {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !answers(addr) {
+		return "", fmt.Errorf("demo: %s did not answer on %s (see .demo/mysqld.log)", server, addr)
+	}
+	m.Logger.Info("demo: no MySQL on 127.0.0.1:3306, started a throwaway mariadbd (data in .demo/mysql, stopped on exit)",
+		zap.String("addr", addr), zap.String("binary", server))
+	return addr, nil
+}
+
+// startDemoTraffic plays checkouts across the pods: reserve, then claim,
+// release or abandon; restocks; and a flash sale on one hot item.
+func (m *Main) startDemoTraffic() {
+	type spot struct {
+		shop  int64
+		items []int64
+	}
+	var spots []spot
+	for _, p := range m.Config.Pods {
+		first, _ := tandem.ParseShopSet(p.Shops)
+		shop := int64(0)
+		for s := int64(1); s < 10000 && shop == 0; s++ {
+			if first.Contains(s) {
+				shop = s
+			}
+		}
+		spots = append(spots, spot{shop: shop, items: []int64{1, 2, 3, 4, 5, 6, 7, 8}})
+	}
+	const hotItem = 999
+	ctx := m.ctx
+	log := m.Logger.Named("demo-traffic")
+	for _, s := range spots {
+		for _, item := range append(s.items, hotItem) {
+			for _, g := range []int64{1, 2} {
+				if _, err := m.fleet.SetOnHand(ctx, tandem.Key{ShopID: s.shop, ItemID: item, GroupID: g}, 40); err != nil {
+					log.Warn("seed stock", zap.Error(err))
+				}
+			}
+		}
+	}
+	var seq atomic.Int64
+	var inflight sync.WaitGroup
+	checkout := func(shop int64, lines []tandem.LineRequest) {
+		token := fmt.Sprintf("demo-%d", seq.Add(1))
+		_, err := m.fleet.Reserve(ctx, tandem.ReserveRequest{CartToken: token, ShopID: shop, TTL: 15 * time.Second, Lines: lines})
+		if err != nil {
+			return
+		}
+		inflight.Add(1)
+		time.AfterFunc(time.Duration(200+rand.IntN(2000))*time.Millisecond, func() {
+			defer inflight.Done()
+			if ctx.Err() != nil {
+				return
+			}
+			switch r := rand.IntN(100); {
+			case r < 65:
+				m.fleet.Claim(ctx, shop, token)
+			case r < 85:
+				m.fleet.Release(ctx, shop, token)
+			} // else abandoned: the reaper expires it
+		})
+	}
+	m.wg.Add(1)
+	go func() { // steady checkouts, about 30 a second
+		defer m.wg.Done()
+		t := time.NewTicker(33 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				inflight.Wait()
+				return
+			case <-t.C:
+			}
+			s := spots[rand.IntN(len(spots))]
+			n := 1 + rand.IntN(3)
+			var lines []tandem.LineRequest
+			for _, i := range rand.Perm(len(s.items))[:n] {
+				lines = append(lines, tandem.LineRequest{ItemID: s.items[i], Quantity: int64(1 + rand.IntN(2)), GroupIDs: []int64{1, 2}})
+			}
+			checkout(s.shop, lines)
+		}
+	}()
+	m.goLoop(5*time.Second, func(ctx context.Context) { // restock what runs low
+		for _, s := range spots {
+			for _, item := range append(s.items, hotItem) {
+				for _, g := range []int64{1, 2} {
+					k := tandem.Key{ShopID: s.shop, ItemID: item, GroupID: g}
+					inv, err := m.fleet.Inventory(ctx, k)
+					if err == nil && inv.Available < 10 {
+						m.fleet.SetOnHand(ctx, k, inv.OnHand+40)
+					}
+				}
+			}
+		}
+	})
+	m.goLoop(30*time.Second, func(ctx context.Context) { // a flash sale: 60 buyers at once on one item
+		s := spots[0]
+		var wg sync.WaitGroup
+		for i := 0; i < 60; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				checkout(s.shop, []tandem.LineRequest{{ItemID: hotItem, Quantity: 1, GroupIDs: []int64{1}}})
+			}()
+		}
+		wg.Wait()
+		log.Info("flash sale played", zap.Int64("shop", s.shop), zap.Int64("item", hotItem))
+	})
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandemhq/tandem"
+)
+
+var (
+	descPodMode = prometheus.NewDesc("tandem_pod_mode",
+		"1 for the pod's persisted mode.", []string{"pod", "mode"}, nil)
+	descPodSoT = prometheus.NewDesc("tandem_pod_source_of_truth",
+		"1 for the store that answers the pod's buyers (kill switch included).", []string{"pod", "store"}, nil)
+	descKill = prometheus.NewDesc("tandem_pod_kill_switch",
+		"1 while the pod's kill switch is engaged.", []string{"pod"}, nil)
+	descVersion = prometheus.NewDesc("tandem_control_version",
+		"Control-state version this instance has applied.", []string{"instance"}, nil)
+	descComparisons = prometheus.NewDesc("tandem_comparisons_total",
+		"Dual-written operations compared.", []string{"pod"}, nil)
+	descDivergences = prometheus.NewDesc("tandem_divergences_total",
+		"Comparisons that diverged, and drifted positions found by audits, by kind.", []string{"pod", "kind"}, nil)
+	descSoTErrors = prometheus.NewDesc("tandem_sot_errors_total",
+		"Compared operations whose source of truth failed.", []string{"pod"}, nil)
+	descStoreLatency = prometheus.NewDesc("tandem_store_latency_seconds",
+		"Per-store latency of compared operations over the gate window.", []string{"pod", "store", "quantile"}, nil)
+	descDivQueued = prometheus.NewDesc("tandem_divergence_queue_length",
+		"Divergences waiting to be persisted.", nil, nil)
+	descDivPersisted = prometheus.NewDesc("tandem_divergences_persisted_total",
+		"Divergences written to the control database.", nil, nil)
+	descDivDropped = prometheus.NewDesc("tandem_divergences_unpersisted_total",
+		"Divergences counted but not persisted (queue full or log failing).", []string{"reason"}, nil)
+	descRedisPool = prometheus.NewDesc("tandem_redis_pool_connections",
+		"Redis client pool connections of a pod.", []string{"pod", "state"}, nil)
+	descRedisPoolEvents = prometheus.NewDesc("tandem_redis_pool_events_total",
+		"Redis client pool hits, misses and timeouts of a pod.", []string{"pod", "event"}, nil)
+)
+
+// controlCollector exports the control plane's state at scrape time, so
+// the hot path keeps its atomic loads and counts without metric calls.
+type controlCollector struct{ m *Main }
+
+// Describe implements prometheus.Collector.
+func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPodMode, descPodSoT, descKill, descVersion, descComparisons,
+		descDivergences, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
+		descRedisPool, descRedisPoolEvents} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	stats := m.cmp.Stats()
+	for _, p := range m.pods {
+		name := p.cfg.Name
+		mode := m.ctl.Mode(name)
+		for _, md := range []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly} {
+			gauge(descPodMode, b2f(md == mode), name, string(md))
+		}
+		sot := p.router.Mode().SourceOfTruth()
+		for _, st := range []string{tandem.StoreRedis, tandem.StoreMySQL} {
+			gauge(descPodSoT, b2f(st == sot), name, st)
+		}
+		gauge(descKill, b2f(m.sw.Engaged(name)), name)
+		ps := stats.Pods[name]
+		counter(descComparisons, float64(ps.Comparisons), name)
+		counter(descSoTErrors, float64(ps.SourceOfTruthErrors), name)
+		for _, k := range tandem.DivergenceKinds {
+			counter(descDivergences, float64(ps.Divergences[k]), name, k)
+		}
+		rep := m.cmp.Report(name, mode)
+		for store, l := range rep.LatencyMS {
+			gauge(descStoreLatency, l.P50/1000, name, store, "0.5")
+			gauge(descStoreLatency, l.P99/1000, name, store, "0.99")
+		}
+		ps2 := p.rdb.PoolStats()
+		gauge(descRedisPool, float64(ps2.TotalConns), name, "total")
+		gauge(descRedisPool, float64(ps2.IdleConns), name, "idle")
+		counter(descRedisPoolEvents, float64(ps2.Hits), name, "hit")
+		counter(descRedisPoolEvents, float64(ps2.Misses), name, "miss")
+		counter(descRedisPoolEvents, float64(ps2.Timeouts), name, "timeout")
+	}
+	gauge(descVersion, float64(m.ctl.Version()), m.InstanceID)
+	gauge(descDivQueued, float64(stats.Queued))
+	counter(descDivPersisted, float64(stats.Persisted))
+	counter(descDivDropped, float64(stats.Dropped), "queue_full")
+	counter(descDivDropped, float64(stats.PersistErrors), "log_error")
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

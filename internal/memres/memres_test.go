@@ -1,0 +1,26 @@
+package memres_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem/internal/conformance"
+	"github.com/tandemhq/tandem/internal/memres"
+)
+
+// newModel is the conformance factory for the model: a fresh store and
+// ledger on a settable clock.
+func newModel(t *testing.T) conformance.Harness {
+	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := memres.NewStore(memres.NewLedger())
+	s.Now = clock.Now
+	return conformance.Harness{Store: s, Clock: clock}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, newModel)
+}
+
+func TestProperty(t *testing.T) {
+	conformance.RunProperty(t, newModel)
+}
