@@ -1,0 +1,235 @@
+package redisres
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts below are the only writers of a shop's carts, counters and
+// expiry set. Each runs atomically on the Redis that owns the shop's hash
+// slot, receives every key it touches in KEYS, and takes the time from its
+// caller (ARGV) so that every instance and every test clock agree on expiry.
+//
+// Numbers travel as decimal strings; Lua's doubles hold every quantity
+// (<= 10^7) and millisecond timestamp exactly.
+//
+// A cart hash holds: status, fp (request fingerprint, or "shape:<items>" for
+// a hold written by Rebuild), expires_at_ms and lines ("item:qty:group,...",
+// request order). A counter hash holds: available, held, on_hand.
+
+// reserveSrc holds every line of a cart or nothing, and is idempotent per
+// cart token inside the script: go-redis may send the same EVALSHA twice
+// (a retry after a read timeout), and the second run must find the cart and
+// answer as a replay instead of holding twice.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counter of every
+// group of every line, in request order.
+// ARGV[1] now_ms, ARGV[2] expires_at_ms, ARGV[3] fingerprint, ARGV[4] shape,
+// ARGV[5] cart token, ARGV[6] line count, then per line: item, quantity,
+// group count, group ids (in preference order).
+//
+// Answers {"ok", expires_at_ms, lines}, {"replay", expires_at_ms, lines},
+// {"conflict", status} or {"insufficient", item, quantity, available}.
+const reserveSrc = `
+local now = tonumber(ARGV[1])
+local cart = redis.call('HMGET', KEYS[1], 'status', 'fp', 'expires_at_ms', 'lines')
+if cart[1] then
+  local status = cart[1]
+  if status == 'reserved' and tonumber(cart[3]) <= now then
+    status = 'expired'
+  end
+  if status == 'reserved' and (cart[2] == ARGV[3] or cart[2] == 'shape:' .. ARGV[4]) then
+    return {'replay', cart[3], cart[4]}
+  end
+  return {'conflict', status}
+end
+
+local n = tonumber(ARGV[6])
+local a = 7
+local k = 3
+local picks = {}
+for i = 1, n do
+  local item = ARGV[a]
+  local qty = tonumber(ARGV[a + 1])
+  local ng = tonumber(ARGV[a + 2])
+  local pick = nil
+  local total = 0
+  for g = 1, ng do
+    local avail = tonumber(redis.call('HGET', KEYS[k + g - 1], 'available') or '0')
+    if avail >= qty then
+      pick = g
+      break
+    end
+    if avail > 0 then
+      total = total + avail
+    end
+  end
+  if pick == nil then
+    return {'insufficient', item, ARGV[a + 1], tostring(total)}
+  end
+  picks[i] = {KEYS[k + pick - 1], qty, item, ARGV[a + 2 + pick]}
+  a = a + 3 + ng
+  k = k + ng
+end
+
+local lines = {}
+for i = 1, n do
+  local p = picks[i]
+  redis.call('HINCRBY', p[1], 'available', -p[2])
+  redis.call('HINCRBY', p[1], 'held', p[2])
+  lines[i] = p[3] .. ':' .. p[2] .. ':' .. p[4]
+end
+local encoded = table.concat(lines, ',')
+redis.call('HSET', KEYS[1], 'status', 'reserved', 'fp', ARGV[3], 'expires_at_ms', ARGV[2], 'lines', encoded)
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])
+return {'ok', ARGV[2], encoded}
+`
+
+// releaseSrc returns an active cart's units to its counters at once.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counter of every
+// line, in the cart's line order.
+// ARGV[1] cart token, ARGV[2] now_ms, ARGV[3] the lines the caller read
+// (the keys were built from them), ARGV[4] retention_ms.
+//
+// Answers {"notfound"}, {"stale"} (the cart changed since the caller read
+// it; read again), or {outcome, expires_at_ms, lines} with outcome one of
+// released, replay (released before), claimed, gone.
+const releaseSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
+if not cart[1] then
+  return {'notfound'}
+end
+if cart[3] ~= ARGV[3] then
+  return {'stale'}
+end
+local status = cart[1]
+if status == 'claimed' then
+  return {'claimed', cart[2], cart[3]}
+elseif status == 'released' then
+  return {'replay', cart[2], cart[3]}
+elseif status ~= 'reserved' or tonumber(cart[2]) <= tonumber(ARGV[2]) then
+  return {'gone', cart[2], cart[3]}
+end
+local k = 3
+for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], 'available', qty)
+  redis.call('HINCRBY', KEYS[k], 'held', -qty)
+  k = k + 1
+end
+redis.call('HSET', KEYS[1], 'status', 'released')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {'released', cart[2], cart[3]}
+`
+
+// claimSrc is step two of a claim, run after the ledger deducted the cart:
+// it marks the cart claimed and removes its hold, so the sold units leave
+// both held and the on_hand copy (available is unchanged).
+//
+// When the hold was returned to stock in between (a reaper expired it, or a
+// concurrent release freed it, after the caller checked it was active), the
+// ledger has already deducted the sale, so the sold units are taken back
+// from available instead; available may then go below zero, which refuses
+// reserves (undersell, never oversell) and is reported by CheckInvariants
+// until a stock count fixes it. The answer's third field says so.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counter of every
+// line. ARGV[1] cart token, ARGV[2] lines the caller read, ARGV[3]
+// retention_ms.
+//
+// Answers {"notfound"}, {"stale"}, {"replay", expires_at_ms, lines} or
+// {"claimed", expires_at_ms, previous status}.
+const claimSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
+if not cart[1] then
+  return {'notfound'}
+end
+if cart[3] ~= ARGV[2] then
+  return {'stale'}
+end
+local status = cart[1]
+if status == 'claimed' then
+  return {'replay', cart[2], cart[3]}
+end
+local field = 'held'
+if status ~= 'reserved' then
+  field = 'available'
+end
+local k = 3
+for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], field, -qty)
+  redis.call('HINCRBY', KEYS[k], 'on_hand', -qty)
+  k = k + 1
+end
+redis.call('HSET', KEYS[1], 'status', 'claimed')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {'claimed', cart[2], status}
+`
+
+// expireSrc returns one due hold to stock and marks its cart expired; the
+// status check makes every hold expire once whatever number of reapers race
+// for it.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counter of every
+// line. ARGV[1] cart token, ARGV[2] now_ms, ARGV[3] lines the caller read,
+// ARGV[4] retention_ms.
+//
+// Answers 1 (expired by this call), 0 (not due, or no longer active), -1
+// (stale: the cart changed since the caller read it).
+const expireSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
+if cart[1] ~= 'reserved' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
+if cart[3] ~= ARGV[3] then
+  return -1
+end
+if tonumber(cart[2]) > tonumber(ARGV[2]) then
+  return 0
+end
+local k = 3
+for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], 'available', qty)
+  redis.call('HINCRBY', KEYS[k], 'held', -qty)
+  k = k + 1
+end
+redis.call('HSET', KEYS[1], 'status', 'expired')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`
+
+// setOnHandSrc makes a counter follow a new ledger on_hand: available =
+// on_hand - held, with held read inside the script so that a reserve that
+// ran since the caller's check is not lost.
+//
+// KEYS[1] counter, KEYS[2] shop positions set. ARGV[1] on_hand, ARGV[2]
+// position member ("item:group").
+//
+// Answers {held, available}.
+const setOnHandSrc = `
+local held = tonumber(redis.call('HGET', KEYS[1], 'held') or '0')
+local onHand = tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', tostring(onHand - held), 'held', tostring(held))
+redis.call('SADD', KEYS[2], ARGV[2])
+return {tostring(held), tostring(onHand - held)}
+`
+
+// scripts are the store's Lua scripts, loaded once by Open.
+type scripts struct {
+	reserve, release, claim, expire, setOnHand *redis.Script
+}
+
+func newScripts() scripts {
+	return scripts{
+		reserve:   redis.NewScript(reserveSrc),
+		release:   redis.NewScript(releaseSrc),
+		claim:     redis.NewScript(claimSrc),
+		expire:    redis.NewScript(expireSrc),
+		setOnHand: redis.NewScript(setOnHandSrc),
+	}
+}
+
+func (s scripts) all() []*redis.Script {
+	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand}
+}
