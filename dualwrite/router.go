@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -68,6 +69,7 @@ type Router struct {
 	once     sync.Once
 	slots    chan struct{}
 	wg       sync.WaitGroup
+	pending  atomic.Int64 // shadow jobs in flight, for Wait
 	mu       sync.Mutex
 	carts    map[cartKey]chan struct{} // last shadow op per cart, for ordering
 	closed   bool
@@ -162,7 +164,7 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	req.TTL = req.TTLOr(r.DefaultTTL)
 	mode, sot, shadow := r.route()
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	job := r.goShadow(ctx, mode, tandem.OpReserve, shadow, req.ShopID, req.CartToken,
+	job := r.goShadow(ctx, mode, tandem.OpReserve, shadow, req.ShopID, req.CartToken, false,
 		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) },
 		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
 			return r.repairReserve(ctx, shadow, req, primary, sh)
@@ -241,7 +243,10 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 		return nil, err
 	}
 	mode, sot, shadow := r.route()
-	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken,
+	// The shadow's claim runs after the SoT's: the SoT decides what the
+	// ledger loses (its lines, its groups); the shadow only settles its copy,
+	// the ledger's claim record making its own deduction a no-op.
+	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken, op == tandem.OpClaim,
 		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) }, nil)
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
@@ -403,7 +408,7 @@ const primaryWait = 30 * time.Second
 // SoT's outcome is known, repair (if any) and the comparison, still in the
 // cart's order. It returns nil when the mode has no shadow.
 func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shadow tandem.ReservationStore, shopID int64, token string,
-	run func(ctx context.Context) (*tandem.Reservation, error),
+	afterPrimary bool, run func(ctx context.Context) (*tandem.Reservation, error),
 	repair func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool)) *shadowJob {
 	if shadow == nil {
 		return nil
@@ -419,6 +424,7 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 		}
 	}
 	r.wg.Add(1)
+	r.pending.Add(1)
 	r.closeMux.Unlock()
 	if !admitted {
 		// Dropped: no shadow work, but the comparison is still recorded once
@@ -427,6 +433,7 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 		job.rawCh <- dropped
 		go func() {
 			defer r.wg.Done()
+			defer r.pending.Add(-1)
 			if p, ok := waitOutcome(job.primaryCh); ok && !sotFailed(p) {
 				r.record(mode, op, shopID, token, p, dropped, false, false)
 			}
@@ -444,6 +451,7 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 	base := context.WithoutCancel(ctx)
 	go func() {
 		defer r.wg.Done()
+		defer r.pending.Add(-1)
 		defer func() {
 			close(done)
 			r.mu.Lock()
@@ -452,6 +460,15 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 			}
 			r.mu.Unlock()
 		}()
+		var p tandem.Outcome
+		havePrimary := false
+		if afterPrimary {
+			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
+				job.rawCh <- tandem.Outcome{Store: shadow.Name(), Status: "dropped"}
+				<-r.slots
+				return
+			}
+		}
 		sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 		if prev != nil {
 			select {
@@ -474,9 +491,10 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 		}
 		job.rawCh <- sh
 
-		p, ok := waitOutcome(job.primaryCh)
-		if !ok {
-			return
+		if !havePrimary {
+			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
+				return
+			}
 		}
 		repaired := false
 		if repair != nil && !timedOut {
@@ -508,11 +526,14 @@ func sotFailed(p tandem.Outcome) bool {
 	return p.Status == tandem.EUNAVAILABLE || p.Status == tandem.EINTERNAL
 }
 
-// Wait returns when no shadow job is in flight. Tests and shutdown use it;
-// jobs started meanwhile extend it.
+// Wait returns when no shadow job is in flight (jobs started meanwhile
+// extend it). Tests and the soak use it to reach a state at rest; unlike
+// Close it may run concurrently with new requests.
 func (r *Router) Wait() {
 	r.init()
-	r.wg.Wait()
+	for r.pending.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
