@@ -44,6 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "HTTP requests refused with 503 by the in-flight limit, by API.",
 		}, []string{"api"}),
 	}
+	// Export the series at zero from the start, so that dashboards and
+	// alerts see the families before the first request; only the checkout
+	// API sheds.
+	m.inFlight.WithLabelValues("checkout")
+	m.inFlight.WithLabelValues("admin")
+	m.shed.WithLabelValues("checkout")
 	if reg != nil {
 		reg.MustRegister(m.requestDuration, m.reservations, m.inFlight, m.shed)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -33,6 +34,9 @@ type ControlConfig struct {
 	MySQLDSN  string `yaml:"mysql_dsn"`
 	RedisAddr string `yaml:"redis_addr"`
 	RedisDB   int    `yaml:"redis_db"`
+	// RedisPrefix starts the kill switch's key and pub/sub channel
+	// (default "tandem:control:"); fleets sharing one Redis need their own.
+	RedisPrefix string `yaml:"redis_prefix"`
 }
 
 // ReservationConfig sets hold and pool defaults.
@@ -68,6 +72,8 @@ type PodConfig struct {
 	RedisAddr         string   `yaml:"redis_addr"`
 	RedisDB           int      `yaml:"redis_db"`
 	MySQLMaxOpenConns int      `yaml:"mysql_max_open_conns"`
+	// RedisPrefix starts every Redis key of the pod (default "tandem:<name>:").
+	RedisPrefix string `yaml:"redis_prefix"`
 
 	shops tandem.ShopSet
 }
@@ -137,6 +143,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Control.RedisDB < 0 || c.Control.RedisDB > 15 {
 		return bad("control.redis_db", "must be 0..15")
+	}
+	if c.Control.RedisPrefix == "" {
+		c.Control.RedisPrefix = "tandem:control:"
+	}
+	if !strings.HasSuffix(c.Control.RedisPrefix, ":") {
+		return bad("control.redis_prefix", "want a trailing colon, got %q", c.Control.RedisPrefix)
 	}
 	if c.Reservation.DefaultTTL < time.Second || c.Reservation.DefaultTTL > tandem.MaxTTL {
 		return bad("reservation.default_ttl", "must be 1s..1h, got %s", c.Reservation.DefaultTTL)
@@ -209,6 +221,12 @@ func (c *Config) Validate() error {
 		}
 		if p.RedisDB < 0 || p.RedisDB > 15 {
 			return bad(key+".redis_db", "must be 0..15")
+		}
+		if p.RedisPrefix == "" {
+			p.RedisPrefix = "tandem:" + p.Name + ":"
+		}
+		if !strings.HasSuffix(p.RedisPrefix, ":") {
+			return bad(key+".redis_prefix", "want a trailing colon, got %q", p.RedisPrefix)
 		}
 		if p.MySQLMaxOpenConns == 0 {
 			p.MySQLMaxOpenConns = 32

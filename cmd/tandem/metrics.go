@@ -21,8 +21,11 @@ var (
 		"Comparisons that diverged, and drifted positions found by audits, by kind.", []string{"pod", "kind"}, nil)
 	descSoTErrors = prometheus.NewDesc("tandem_sot_errors_total",
 		"Compared operations whose source of truth failed.", []string{"pod"}, nil)
+	// The label is not "quantile": these are gauges computed over the gate
+	// window, not a summary, and promtool rejects "quantile" elsewhere.
 	descStoreLatency = prometheus.NewDesc("tandem_store_latency_seconds",
-		"Per-store latency of compared operations over the gate window.", []string{"pod", "store", "quantile"}, nil)
+		"Per-store latency of compared operations over the gate window, at the window quantile.",
+		[]string{"pod", "store", "window_quantile"}, nil)
 	descDivQueued = prometheus.NewDesc("tandem_divergence_queue_length",
 		"Divergences waiting to be persisted.", nil, nil)
 	descDivPersisted = prometheus.NewDesc("tandem_divergences_persisted_total",

@@ -198,7 +198,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		OnError: onError("rollout"),
 	}
 	m.sw = &killswitch.Switch{
-		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, "tandem:control:"),
+		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
 	}
 	m.ctl.Switch = m.sw
@@ -284,7 +284,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.rdb = redis.NewClient(redisOptions(pc.RedisAddr, pc.RedisDB))
 	m.closers = append(m.closers, p.rdb.Close)
 	p.redis = redisres.NewStore(p.rdb, p.mysql.Ledger())
-	p.redis.Prefix = "tandem:" + pc.Name + ":"
+	p.redis.Prefix = pc.RedisPrefix
 	p.redis.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.redis.Logger = p.mysql.Logger
 	p.redis.Registerer = reg
