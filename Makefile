@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build test test-short lint run bench soak fmt
+.PHONY: build test test-short lint run bench soak fuzz fmt
 
 # build: compile tandem and tandemctl into ./bin
 build:
@@ -27,6 +27,13 @@ run:
 # bench: engine benchmarks against real MariaDB and Redis
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./mysqlres/ ./redisres/
+
+# fuzz: a short bounded run of every fuzz target (FUZZTIME each; seeds are committed under testdata/fuzz)
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCartToken$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/tandem/
+	$(GO) test -run '^$$' -fuzz '^FuzzReserveDecode$$' -fuzztime $(FUZZTIME) ./web/
 
 # fmt: format the tree
 fmt:

@@ -33,6 +33,8 @@ type Outcome struct {
 	// Status is the reservation status on success, or the error code.
 	Status string `json:"status"`
 	Lines  []Line `json:"lines,omitempty"`
+	// Replayed is the reservation's Replayed flag (a repeated request).
+	Replayed bool `json:"replayed,omitempty"`
 	// Message is the error message, if any.
 	Message string        `json:"message,omitempty"`
 	Latency time.Duration `json:"-"`
@@ -48,7 +50,7 @@ func OutcomeOf(store string, res *Reservation, err error, latency time.Duration)
 		return o
 	}
 	if res != nil {
-		o.Status, o.Lines = string(res.Status), res.Lines
+		o.Status, o.Lines, o.Replayed = string(res.Status), res.Lines, res.Replayed
 	}
 	return o
 }

@@ -64,6 +64,28 @@ type ReservationStore interface {
 	CheckInvariants(ctx context.Context) ([]Violation, error)
 }
 
+// Discarder is a store that can forget a hold the source of truth refused.
+// The router uses it to repair a shadow: releasing the shadow's copy would
+// leave a released cart behind, which the SoT never had and which a later
+// flip would make visible to the buyer.
+type Discarder interface {
+	// Discard returns the units of the cart's hold, if it holds them, and
+	// forgets the cart as if it had never been reserved. A missing cart is
+	// not an error. Returns ECONFLICT for a claimed cart (never forgotten).
+	Discard(ctx context.Context, shopID int64, cartToken string) error
+}
+
+// Follower is a store that can follow a stock count that the source of
+// truth has just written to the ledger, without writing the ledger itself:
+// a shadow writing the ledger again would put back an on_hand that a claim
+// committed in between had already lowered.
+type Follower interface {
+	// FollowOnHand makes the store's sellable count for key follow the
+	// ledger's new on_hand. Returns ECONFLICT when the store holds more
+	// than onHand for key (its count then stays as the ledger leaves it).
+	FollowOnHand(ctx context.Context, key Key, onHand int64) (*Counters, error)
+}
+
 // Resyncer is a store whose state can be listed and rebuilt from the ledger,
 // used when a pod enters shadow (MySQL backfilled from the ledger and the
 // active Redis holds) and by resync (Redis rebuilt from MySQL).
@@ -98,4 +120,9 @@ type Ledger interface {
 	// which case nothing changes. Stores that keep holds in the ledger's
 	// database settle the cart's hold in the same transaction.
 	DeductCart(ctx context.Context, shopID int64, cartToken string, lines []Line) (applied bool, err error)
+
+	// Claimed reports whether the cart was deducted (its claim record
+	// exists), so that a claim interrupted between its ledger step and a
+	// store's own step can be completed rather than undone.
+	Claimed(ctx context.Context, shopID int64, cartToken string) (bool, error)
 }

@@ -175,49 +175,92 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	return r.stamp(res, sot.Name()), err
 }
 
-// repairReserve brings the shadow to the SoT's outcome: it never keeps a
-// hold the SoT refused (or one in other groups), and it retries a hold the
-// SoT granted but the shadow could not, pinned to the SoT's groups: at the
+// repairReserve brings the shadow to the SoT's outcome. It never keeps a
+// hold the SoT refused: it discards it (Discarder), so no trace of the cart
+// remains that a later flip could show the buyer. It retries a hold the SoT
+// granted but the shadow could not, pinned to the SoT's groups: at the
 // sold-out boundary the two stores pick their winners concurrently, and the
-// shadow's units free up as the losers' holds are released. It returns the
-// shadow's final outcome and whether the difference was repaired.
+// shadow's units come back as the losers' holds are discarded. A hold in
+// other groups than the SoT's is discarded and retaken in the SoT's groups,
+// but still reported as a location_mismatch. It returns the shadow's final
+// outcome and whether a contention-only difference was repaired.
 func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
 	granted := primary.Status == string(tandem.StatusReserved)
-	held := sh.Status == string(tandem.StatusReserved)
-	switch {
-	case held && (!granted || !sameLines(primary.Lines, sh.Lines)):
-		if _, err := shadow.Release(ctx, req.ShopID, req.CartToken); err != nil {
+	held := sh.Status == string(tandem.StatusReserved) && !sh.Replayed
+	if sh.Status == "timeout" || sh.Status == tandem.EUNAVAILABLE || sh.Status == tandem.EINTERNAL {
+		// The shadow's answer was lost, not its work: it may hold the cart.
+		// Find out by asking again (reserve is idempotent per token), then
+		// repair as usual; the comparison still reports the timeout or error.
+		if !granted {
+			_ = r.discard(ctx, shadow, req.ShopID, req.CartToken)
 			return sh, false
 		}
-		if !granted && primary.Status == tandem.EINSUFFICIENT {
+		start := time.Now()
+		res, err := shadow.Reserve(ctx, req)
+		if tandem.ErrorCode(err) == tandem.EUNAVAILABLE || tandem.ErrorCode(err) == tandem.EINTERNAL || ctx.Err() != nil {
+			return sh, false
+		}
+		again := tandem.OutcomeOf(shadow.Name(), res, err, time.Since(start))
+		again.Replayed = false
+		r.repairReserve(ctx, shadow, req, primary, again)
+		return sh, false
+	}
+	switch {
+	case held && !granted:
+		if err := r.discard(ctx, shadow, req.ShopID, req.CartToken); err != nil {
+			return sh, false
+		}
+		if primary.Status == tandem.EINSUFFICIENT {
 			return tandem.Outcome{Store: sh.Store, Status: primary.Status, Latency: sh.Latency, LatencyMS: sh.LatencyMS}, true
 		}
 		return sh, false
-	case granted && sh.Status == tandem.EINSUFFICIENT:
-		pinned := req
-		pinned.Lines = make([]tandem.LineRequest, len(primary.Lines))
-		for i, l := range primary.Lines {
-			pinned.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
+	case held && !sameLines(primary.Lines, sh.Lines):
+		if err := r.discard(ctx, shadow, req.ShopID, req.CartToken); err == nil {
+			r.reservePinned(ctx, shadow, req, primary)
 		}
-		// Retry until the repair's deadline (the shadow timeout): the units
-		// come back as fast as the SoT refuses the carts that hold them.
-		for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return sh, false
-			}
-			res, err := shadow.Reserve(ctx, pinned)
-			if err == nil {
-				o := tandem.OutcomeOf(sh.Store, res, nil, sh.Latency)
-				return o, sameLines(primary.Lines, o.Lines)
-			}
-			if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
-				return sh, false
-			}
+		return sh, false
+	case granted && sh.Status == tandem.EINSUFFICIENT:
+		if o, ok := r.reservePinned(ctx, shadow, req, primary); ok {
+			return o, true
 		}
 	}
 	return sh, false
+}
+
+// reservePinned takes in the shadow exactly the SoT's lines, retrying while
+// the shadow is short until ctx ends.
+func (r *Router) reservePinned(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary tandem.Outcome) (tandem.Outcome, bool) {
+	pinned := req
+	pinned.Lines = make([]tandem.LineRequest, len(primary.Lines))
+	for i, l := range primary.Lines {
+		pinned.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
+	}
+	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
+		start := time.Now()
+		res, err := shadow.Reserve(ctx, pinned)
+		if err == nil {
+			o := tandem.OutcomeOf(shadow.Name(), res, nil, time.Since(start))
+			return o, sameLines(primary.Lines, o.Lines)
+		}
+		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+			return tandem.Outcome{}, false
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return tandem.Outcome{}, false
+		}
+	}
+}
+
+// discard forgets the shadow's copy of a cart the SoT refused, or releases
+// it when the store cannot forget.
+func (r *Router) discard(ctx context.Context, shadow tandem.ReservationStore, shopID int64, token string) error {
+	if d, ok := shadow.(tandem.Discarder); ok {
+		return d.Discard(ctx, shopID, token)
+	}
+	_, err := shadow.Release(ctx, shopID, token)
+	return err
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever
@@ -243,11 +286,20 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 		return nil, err
 	}
 	mode, sot, shadow := r.route()
-	// The shadow's claim runs after the SoT's: the SoT decides what the
-	// ledger loses (its lines, its groups); the shadow only settles its copy,
-	// the ledger's claim record making its own deduction a no-op.
-	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken, op == tandem.OpClaim,
-		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) }, nil)
+	// The shadow settles after the SoT, and only if the SoT answered: the SoT
+	// decides what the ledger loses (its lines, its groups), the shadow only
+	// settles its copy (the ledger's claim record makes its own deduction a
+	// no-op), and a request the SoT could not serve (503) changes nothing.
+	// A shadow that timed out or failed is asked once more, within the
+	// repair's bound: claim and release are idempotent.
+	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken, true,
+		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) },
+		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
+			if sh.Status == "timeout" || sh.Status == tandem.EUNAVAILABLE || sh.Status == tandem.EINTERNAL {
+				_, _ = f(shadow, ctx, shopID, cartToken)
+			}
+			return sh, false
+		})
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -259,29 +311,35 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// With a shadow, the shadow's own operation already did; without one,
 	// ask the other store now, bounded by the shadow timeout.
 	if shadow != nil {
-		if o, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && settled(o.Status) {
+		if o, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && honoured(op, o) {
 			return r.stamp(outcomeReservation(shopID, cartToken, o), shadow.Name()), outcomeErr(o)
 		}
 		return r.stamp(res, sot.Name()), err
 	}
 	if o := r.other(sot); o != nil {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
-		if oerr == nil || settled(tandem.ErrorCode(oerr)) {
+		if honoured(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 			return r.stamp(ores, o.Name()), oerr
 		}
 	}
 	return r.stamp(res, sot.Name()), err
 }
 
-// settled reports whether a status or code is a store's definite answer
-// about a cart it knows.
-func settled(status string) bool {
-	switch status {
-	case "", "dropped", tandem.ENOTFOUND, tandem.EUNAVAILABLE, tandem.EINTERNAL:
+// honoured reports whether the other store's answer to a cart the SoT does
+// not know is a definite answer about a hold that store really granted
+// (reserved under an earlier SoT, before a flip or a kill switch), so that it
+// is the buyer's answer. Holds the SoT refused leave no trace in the other
+// store (the router's repair discards them), so any record there is real.
+func honoured(op string, o tandem.Outcome) bool {
+	switch o.Status {
+	case "", "dropped", "skipped", "timeout", tandem.ENOTFOUND, tandem.EUNAVAILABLE, tandem.EINTERNAL, tandem.EINVALID:
 		return false
 	}
 	return true
 }
+
+// opGet names Get for honoured; it is not a dual-written operation.
+const opGet = "get"
 
 func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
@@ -300,7 +358,8 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
 		if o := r.other(sot); o != nil {
-			if ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get); oerr == nil {
+			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get)
+			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
 			}
 		}
@@ -326,7 +385,14 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 	if shadow != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ShadowTimeout)
 		sstart := time.Now()
-		sc, serr := shadow.SetOnHand(sctx, key, onHand)
+		// The SoT wrote the ledger; the shadow follows without writing it again.
+		var sc *tandem.Counters
+		var serr error
+		if f, ok := shadow.(tandem.Follower); ok {
+			sc, serr = f.FollowOnHand(sctx, key, onHand)
+		} else {
+			sc, serr = shadow.SetOnHand(sctx, key, onHand)
+		}
 		timedOut := serr != nil && sctx.Err() != nil
 		cancel()
 		primary := tandem.Outcome{Store: sot.Name(), Status: "ok", Latency: time.Since(start)}
@@ -463,8 +529,8 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 		var p tandem.Outcome
 		havePrimary := false
 		if afterPrimary {
-			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
-				job.rawCh <- tandem.Outcome{Store: shadow.Name(), Status: "dropped"}
+			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || sotFailed(p) {
+				job.rawCh <- tandem.Outcome{Store: shadow.Name(), Status: "skipped"}
 				<-r.slots
 				return
 			}
@@ -497,7 +563,7 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 			}
 		}
 		repaired := false
-		if repair != nil && !timedOut {
+		if repair != nil {
 			rctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 			sh, repaired = repair(rctx, p, sh)
 			cancel()
@@ -586,7 +652,7 @@ func outcomeReservation(shopID int64, token string, o tandem.Outcome) *tandem.Re
 		tandem.Status(o.Status) != tandem.StatusReserved && tandem.Status(o.Status) != tandem.StatusExpired {
 		return nil
 	}
-	return &tandem.Reservation{CartToken: token, ShopID: shopID, Status: tandem.Status(o.Status), Lines: o.Lines}
+	return &tandem.Reservation{CartToken: token, ShopID: shopID, Status: tandem.Status(o.Status), Lines: o.Lines, Replayed: o.Replayed}
 }
 
 func outcomeErr(o tandem.Outcome) error {

@@ -30,10 +30,12 @@ const (
 	tagLedger      = "ledger"
 	tagAudit       = "audit"
 	tagRebuild     = "rebuild"
+	tagRepair      = "repair"
 )
 
 // MySQL error numbers the engine acts on.
 const (
+	errBadNull         = 1048
 	errDupEntry        = 1062
 	errLockWaitTimeout = 1205
 	errDeadlock        = 1213
@@ -91,6 +93,97 @@ func (s *Store) txOnce(ctx context.Context, tag string, fn func(tx *sql.Tx) erro
 		return err
 	}
 	return tx.Commit()
+}
+
+// Statements that open and end the batched transactions of withBatchTx;
+// %s is the flow's caller tag.
+const (
+	batchBeginSQL    = "/* conn_tag='%s' */ START TRANSACTION"
+	batchCommitSQL   = "/* conn_tag='%s' */ COMMIT"
+	batchRollbackSQL = "/* conn_tag='%s' */ ROLLBACK"
+)
+
+// batchTx is a transaction whose BEGIN and COMMIT travel in the same
+// multi-statement round trip as its first and last statements, instead of
+// one round trip each as database/sql's Tx needs. The engine's pool allows
+// multi-statement batches; every argument is still interpolated and
+// escaped by the driver from constant statement texts, never spliced in.
+type batchTx struct {
+	conn *sql.Conn
+	tag  string
+	open bool
+}
+
+// query opens the transaction with the first query, or runs q inside it.
+func (b *batchTx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if !b.open {
+		b.open = true
+		q = fmt.Sprintf(batchBeginSQL, b.tag) + "; " + q
+	}
+	return b.conn.QueryContext(ctx, q, args...)
+}
+
+// commit runs the statements and the COMMIT in one round trip. The server
+// stops a batch at its first failing statement, so COMMIT runs only when
+// every statement before it succeeded; otherwise the caller rolls back.
+func (b *batchTx) commit(ctx context.Context, stmts string, args ...any) error {
+	if !b.open {
+		return errors.New("mysqlres: commit of a batch transaction that never began")
+	}
+	if _, err := b.conn.ExecContext(ctx, stmts+"; "+fmt.Sprintf(batchCommitSQL, b.tag), args...); err != nil {
+		return err
+	}
+	b.open = false
+	return nil
+}
+
+// withBatchTx is withTx for a batchTx: fn opens the transaction with its
+// first query and ends it with commit; a transaction fn leaves open is
+// rolled back. Retries and hold-time measurement are as in withTx.
+func (s *Store) withBatchTx(ctx context.Context, tag string, fn func(b *batchTx) error) error {
+	if s.db == nil {
+		return errNotOpen
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = s.batchOnce(ctx, tag, fn)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			break
+		}
+		s.metrics.retry(tag)
+		backoff := time.Duration(rand.Int64N(int64(5*time.Millisecond) << attempt))
+		select {
+		case <-ctx.Done():
+			return translate(tag, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+	return translate(tag, err)
+}
+
+func (s *Store) batchOnce(ctx context.Context, tag string, fn func(b *batchTx) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	acquired := time.Now()
+	b := &batchTx{conn: conn, tag: tag}
+	err = fn(b)
+	if b.open {
+		if err == nil {
+			err = errors.New("mysqlres: batch transaction left open")
+		}
+		// A connection whose transaction cannot be ended must not go back
+		// to the pool with its locks: discard it (the server rolls back).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.ExecContext(rctx, fmt.Sprintf(batchRollbackSQL, tag)); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		cancel()
+	}
+	conn.Close()
+	s.metrics.observeHold(tag, time.Since(acquired).Seconds())
+	return err
 }
 
 // withConn runs fn on one connection outside a transaction (each statement

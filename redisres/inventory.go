@@ -83,41 +83,83 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (re
 	if onHand < 0 || onHand > tandem.MaxOnHand {
 		return nil, tandem.Errorf(tandem.EINVALID, "on_hand must be 0..%d", tandem.MaxOnHand)
 	}
-	held, err := s.rdb.HGet(ctx, s.counterKey(key), "held").Int64()
-	if err != nil && !isNil(err) {
-		return nil, translate("set on_hand", err)
-	}
-	if onHand < held {
-		return nil, tandem.Errorf(tandem.ECONFLICT, "on_hand %d is below the %d units held for %s", onHand, held, key)
-	}
 	if err := s.rdb.SAdd(ctx, s.shopsKey(), key.ShopID).Err(); err != nil {
 		return nil, translate("set on_hand", err)
 	}
+	// Redis first, checked and set in one script, so that no reserve can
+	// slip between the check and the update; then the ledger. Should the
+	// ledger write fail, Redis is put back to the previous count: the legacy
+	// two-system window is that short compensation, which the drift audit
+	// covers.
+	c, prev, err := s.applyOnHand(ctx, key, onHand, true)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.ledger.SetOnHand(ctx, key, onHand); err != nil {
+		if prev != "" {
+			if p, perr := strconv.ParseInt(prev, 10, 64); perr == nil {
+				if _, _, rerr := s.applyOnHand(context.WithoutCancel(ctx), key, p, false); rerr != nil {
+					s.countWindow("set_on_hand")
+					s.Logger.Warn("stock count reached Redis but not the ledger, and Redis could not be put back; the drift audit will flag it",
+						zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(rerr))
+				}
+			}
+		}
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
-	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
-	out, err := s.scripts.setOnHand.Run(ctx, s.rdb, keys, onHand, positionMember(key)).StringSlice()
-	if err != nil {
-		s.countWindow("set_on_hand")
-		s.Logger.Warn("the ledger took a stock count that Redis did not; the drift audit will flag it until the next count",
-			zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(err))
-		return nil, translate("set on_hand", err)
+	return c, nil
+}
+
+// applyOnHand runs the set-on-hand script; with check it refuses (ECONFLICT,
+// nothing changed) an on_hand below what Redis holds. It returns the
+// counters and the previous on_hand ("" when the position was new).
+func (s *Store) applyOnHand(ctx context.Context, key tandem.Key, onHand int64, check bool) (*tandem.Counters, string, error) {
+	mode := ""
+	if check {
+		mode = "check"
 	}
-	if len(out) != 2 {
-		return nil, fmt.Errorf("redisres: unexpected set on_hand answer %q", out)
+	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
+	out, err := s.scripts.setOnHand.Run(ctx, s.rdb, keys, onHand, positionMember(key), mode).StringSlice()
+	if err != nil {
+		return nil, "", translate("set on_hand", err)
+	}
+	if len(out) == 2 && out[0] == "conflict" {
+		return nil, "", tandem.Errorf(tandem.ECONFLICT, "on_hand %d is below the %s units held for %s", onHand, out[1], key)
+	}
+	if len(out) != 3 {
+		return nil, "", fmt.Errorf("redisres: unexpected set on_hand answer %q", out)
 	}
 	h, err1 := strconv.ParseInt(out[0], 10, 64)
 	a, err2 := strconv.ParseInt(out[1], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("redisres: set on_hand answer %q: %w", out, err)
+		return nil, "", fmt.Errorf("redisres: set on_hand answer %q: %w", out, err)
 	}
-	if a < 0 {
-		s.countWindow("set_on_hand")
-		s.Logger.Warn("reserves landed between the stock-count check and the Redis update; available is below zero",
-			zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Int64("held", h))
+	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, out[2], nil
+}
+
+var _ tandem.Follower = (*Store)(nil)
+
+// FollowOnHand implements tandem.Follower: the counter becomes on_hand less
+// what Redis holds, in one script; the ledger is not written. The window of
+// the legacy path remains: a claim whose ledger deduction lands between the
+// source of truth's write and this call is counted back here, which the
+// drift audit reports.
+func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand int64) (res *tandem.Counters, err error) {
+	defer s.observe("follow_on_hand", time.Now(), &err)
+	if err := validateKey(key); err != nil {
+		return nil, err
 	}
-	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, nil
+	if err := s.rdb.SAdd(ctx, s.shopsKey(), key.ShopID).Err(); err != nil {
+		return nil, translate("follow on_hand", err)
+	}
+	c, _, err := s.applyOnHand(ctx, key, onHand, false)
+	if err != nil {
+		return nil, err
+	}
+	if c.Available < 0 {
+		return c, tandem.Errorf(tandem.ECONFLICT, "Redis holds %d units of %s, more than on_hand %d", c.Reserved, key, onHand)
+	}
+	return c, nil
 }
 
 // shops returns every shop the store has counters for, ascending.
@@ -369,7 +411,7 @@ func (snap *snapshot) violations() []tandem.Violation {
 			out = append(out, tandem.Violation{Key: shopKey, CartToken: t, Message: "cart in the expiry set has no cart hash"})
 			continue
 		}
-		if c.status != statusReserved {
+		if c.status != statusReserved && c.status != statusClaiming {
 			out = append(out, tandem.Violation{Key: shopKey, CartToken: t, Message: fmt.Sprintf("cart in the expiry set is %s", c.status)})
 			continue
 		}
@@ -487,7 +529,7 @@ func (s *Store) expireOne(ctx context.Context, shopID int64, token string, nowMs
 		}
 		var lines []tandem.Line
 		encoded := ""
-		if c != nil && c.status == statusReserved {
+		if c != nil && (c.status == statusReserved || c.status == statusClaiming) {
 			if lines, err = decodeLines(c.lines); err != nil {
 				return false, err
 			}
@@ -498,11 +540,50 @@ func (s *Store) expireOne(ctx context.Context, shopID int64, token string, nowMs
 		if err != nil {
 			return false, translate("expire", err)
 		}
+		if r == -2 {
+			return false, s.settleClaiming(ctx, shopID, token, c, nowMs)
+		}
 		if r >= 0 {
 			return r == 1, nil
 		}
 	}
 	return false, nil
+}
+
+// ClaimingGrace is how long past its expiry a claiming cart (a claim
+// interrupted between its steps) waits for the claim to be retried before
+// the reaper settles it from the ledger.
+const ClaimingGrace = time.Minute
+
+// settleClaiming finishes a claim interrupted between its ledger step and
+// its Redis step: when the ledger recorded the sale, the Redis step is run;
+// when it did not, the cart is reserved again and expires as usual.
+func (s *Store) settleClaiming(ctx context.Context, shopID int64, token string, c *cart, nowMs int64) error {
+	exp, err := strconv.ParseInt(c.expiresMs, 10, 64)
+	if err != nil || nowMs < exp+ClaimingGrace.Milliseconds() {
+		return nil
+	}
+	claimed, err := s.ledger.Claimed(ctx, shopID, token)
+	if err != nil {
+		return nil // the ledger is down: the next run tries again
+	}
+	if !claimed {
+		if err := s.scripts.unclaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}).Err(); err != nil {
+			return translate("expire", err)
+		}
+		s.Logger.Warn("undid an interrupted claim the ledger never recorded", zap.Int64("shop_id", shopID), zap.String("cart_token", token))
+		return nil
+	}
+	lines, err := decodeLines(c.lines)
+	if err != nil {
+		return err
+	}
+	keys := s.lineKeys(shopID, token, lines)
+	if err := s.scripts.claim.Run(ctx, s.rdb, keys, token, c.lines, s.Retention.Milliseconds()).Err(); err != nil {
+		return translate("expire", err)
+	}
+	s.Logger.Warn("completed an interrupted claim from the ledger's record", zap.Int64("shop_id", shopID), zap.String("cart_token", token))
+	return nil
 }
 
 // ActiveHolds implements tandem.Resyncer: every reserved cart, including
@@ -524,7 +605,7 @@ func (s *Store) ActiveHolds(ctx context.Context) (res []tandem.Reservation, err 
 		sort.Strings(tokens)
 		for _, t := range tokens {
 			c := snap.carts[t]
-			if c == nil || c.status != statusReserved {
+			if c == nil || c.status != statusReserved && c.status != statusClaiming {
 				continue
 			}
 			r, err := reservation(shop, t, statusReserved, c.expiresMs, c.lines)

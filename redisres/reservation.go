@@ -41,6 +41,9 @@ func (s *Store) readCart(ctx context.Context, shopID int64, token string) (*cart
 // reserved cart whose expiry has passed is expired, although its units stay
 // held until the reaper returns them.
 func (c *cart) effectiveStatus(now time.Time) (string, error) {
+	if c.status == statusClaiming {
+		return statusClaiming, nil
+	}
 	if c.status != statusReserved {
 		return c.status, nil
 	}
@@ -186,8 +189,28 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 		return nil, err
 	}
 
+	// Step 0: mark the hold claiming, so that no reaper returns its units
+	// while the sale is recorded in the ledger.
+	begin, err := s.scripts.beginClaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}, s.Now().UnixMilli(), c.lines).StringSlice()
+	if err != nil {
+		return nil, translate("claim", err)
+	}
+	switch begin[0] {
+	case "ok":
+	case "claimed":
+		return s.Claim(ctx, shopID, token) // answers the replay
+	case "gone":
+		return nil, tandem.Errorf(tandem.EGONE, "cart %s is no longer held", token)
+	case "notfound":
+		return nil, tandem.Errorf(tandem.ENOTFOUND, "cart %s was never reserved", token)
+	default:
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "cart %s changed during the claim; retry", token)
+	}
+
 	// Step 1: the ledger, exactly once per cart. applied=false means a
-	// claim through this or another store deducted it already.
+	// claim through this or another store deducted it already. On failure
+	// the cart stays claiming: a retried claim completes it, and the reaper
+	// settles it from the ledger's claim record after a grace period.
 	if _, err := s.ledger.DeductCart(ctx, shopID, token, lines); err != nil {
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
@@ -288,8 +311,46 @@ func (s *Store) Get(ctx context.Context, shopID int64, token string) (res *tande
 	if err != nil {
 		return nil, err
 	}
+	if status == statusClaiming {
+		status = statusReserved // a claim is under way; the hold is still held
+	}
 	return reservation(shopID, token, status, c.expiresMs, c.lines)
 }
 
 // isNil reports a missing key or field.
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+
+var _ tandem.Discarder = (*Store)(nil)
+
+// Discard implements tandem.Discarder: the router calls it on a shadow hold
+// that the source of truth refused.
+func (s *Store) Discard(ctx context.Context, shopID int64, token string) (err error) {
+	defer s.observe("discard", time.Now(), &err)
+	if err := validateCart(shopID, token); err != nil {
+		return err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		c, err := s.readCart(ctx, shopID, token)
+		if err != nil || c == nil {
+			return err
+		}
+		lines, err := decodeLines(c.lines)
+		if err != nil {
+			return err
+		}
+		out, err := s.scripts.discard.Run(ctx, s.rdb, s.lineKeys(shopID, token, lines), token, c.lines).StringSlice()
+		if err != nil {
+			return translate("discard", err)
+		}
+		switch {
+		case len(out) == 1 && out[0] == "stale":
+			continue
+		case len(out) == 1 && (out[0] == "discarded" || out[0] == "notfound"):
+			return nil
+		case len(out) == 1 && out[0] == "claimed":
+			return tandem.Errorf(tandem.ECONFLICT, "cart %s is claimed and cannot be discarded", token)
+		}
+		return fmt.Errorf("redisres: unexpected discard answer %q", out)
+	}
+	return tandem.Errorf(tandem.EUNAVAILABLE, "cart %s kept changing during discard", token)
+}

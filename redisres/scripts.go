@@ -101,7 +101,7 @@ if cart[3] ~= ARGV[3] then
   return {'stale'}
 end
 local status = cart[1]
-if status == 'claimed' then
+if status == 'claimed' or status == 'claiming' then
   return {'claimed', cart[2], cart[3]}
 elseif status == 'released' then
   return {'replay', cart[2], cart[3]}
@@ -150,7 +150,7 @@ if status == 'claimed' then
   return {'replay', cart[2], cart[3]}
 end
 local field = 'held'
-if status ~= 'reserved' then
+if status ~= 'reserved' and status ~= 'claiming' then
   field = 'available'
 end
 local k = 3
@@ -177,6 +177,12 @@ return {'claimed', cart[2], status}
 // (stale: the cart changed since the caller read it).
 const expireSrc = `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
+if cart[1] == 'claiming' then
+  if tonumber(cart[2]) > tonumber(ARGV[2]) then
+    return 0
+  end
+  return -2
+end
 if cart[1] ~= 'reserved' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return 0
@@ -204,32 +210,112 @@ return 1
 // ran since the caller's check is not lost.
 //
 // KEYS[1] counter, KEYS[2] shop positions set. ARGV[1] on_hand, ARGV[2]
-// position member ("item:group").
+// position member ("item:group"), ARGV[3] "check" to refuse (changing
+// nothing) when on_hand is below what is held.
 //
-// Answers {held, available}.
+// Answers {held, available, previous on_hand} or {'conflict', held}.
 const setOnHandSrc = `
-local held = tonumber(redis.call('HGET', KEYS[1], 'held') or '0')
+local cur = redis.call('HMGET', KEYS[1], 'held', 'on_hand')
+local held = tonumber(cur[1] or '0')
 local onHand = tonumber(ARGV[1])
+if ARGV[3] == 'check' and onHand < held then
+  return {'conflict', tostring(held)}
+end
 redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', tostring(onHand - held), 'held', tostring(held))
 redis.call('SADD', KEYS[2], ARGV[2])
-return {tostring(held), tostring(onHand - held)}
+return {tostring(held), tostring(onHand - held), cur[2] or ''}
+`
+
+// discardSrc forgets a hold the source of truth refused: its units go back
+// to the counters and the cart is deleted, as if never reserved.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the lines' counters.
+// ARGV[1] token, ARGV[2] the lines the caller read (to detect a change).
+//
+// Answers {'notfound'}, {'stale'}, {'claimed'} or {'discarded'}.
+const discardSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
+if not cart[1] then
+  return {'notfound'}
+end
+if cart[2] ~= ARGV[2] then
+  return {'stale'}
+end
+if cart[1] == 'claimed' or cart[1] == 'claiming' then
+  return {'claimed'}
+end
+if cart[1] == 'reserved' then
+  local k = 3
+  for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
+    redis.call('HINCRBY', KEYS[k], 'available', qty)
+    redis.call('HINCRBY', KEYS[k], 'held', -qty)
+    k = k + 1
+  end
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[1])
+return {'discarded'}
+`
+
+// beginClaimSrc is step zero of a claim: it marks an active hold
+// "claiming" before the ledger is deducted, so that no reaper can return
+// its units to stock while the sale is being recorded (the reaper skips a
+// claiming cart; after a grace period it completes or undoes the claim from
+// the ledger's claim record). A claiming cart counts as held.
+//
+// KEYS[1] cart. ARGV[1] now_ms, ARGV[2] the lines the caller read.
+//
+// Answers {'ok'} (claiming now or already), {'claimed'}, {'gone'},
+// {'notfound'} or {'stale'}.
+const beginClaimSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
+if not cart[1] then
+  return {'notfound'}
+end
+if cart[3] ~= ARGV[2] then
+  return {'stale'}
+end
+if cart[1] == 'claiming' then
+  return {'ok'}
+elseif cart[1] == 'claimed' then
+  return {'claimed'}
+elseif cart[1] ~= 'reserved' or tonumber(cart[2]) <= tonumber(ARGV[1]) then
+  return {'gone'}
+end
+redis.call('HSET', KEYS[1], 'status', 'claiming')
+return {'ok'}
+`
+
+// unclaimSrc undoes step zero of a claim whose ledger step never happened:
+// the cart is reserved again (and expires as usual).
+//
+// KEYS[1] cart. Answers 1 when it undid a claiming cart, else 0.
+const unclaimSrc = `
+if redis.call('HGET', KEYS[1], 'status') == 'claiming' then
+  redis.call('HSET', KEYS[1], 'status', 'reserved')
+  return 1
+end
+return 0
 `
 
 // scripts are the store's Lua scripts, loaded once by Open.
 type scripts struct {
-	reserve, release, claim, expire, setOnHand *redis.Script
+	reserve, release, claim, expire, setOnHand, discard, beginClaim, unclaim *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		reserve:   redis.NewScript(reserveSrc),
-		release:   redis.NewScript(releaseSrc),
-		claim:     redis.NewScript(claimSrc),
-		expire:    redis.NewScript(expireSrc),
-		setOnHand: redis.NewScript(setOnHandSrc),
+		reserve:    redis.NewScript(reserveSrc),
+		release:    redis.NewScript(releaseSrc),
+		claim:      redis.NewScript(claimSrc),
+		expire:     redis.NewScript(expireSrc),
+		setOnHand:  redis.NewScript(setOnHandSrc),
+		discard:    redis.NewScript(discardSrc),
+		beginClaim: redis.NewScript(beginClaimSrc),
+		unclaim:    redis.NewScript(unclaimSrc),
 	}
 }
 
 func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand}
+	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand, s.discard, s.beginClaim, s.unclaim}
 }

@@ -92,6 +92,9 @@ const (
 const (
 	statusReserved = string(tandem.StatusReserved)
 	statusClaimed  = string(tandem.StatusClaimed)
+	// statusClaiming marks a hold whose claim is recording the sale in the
+	// ledger: still held, never expired by the reaper.
+	statusClaiming = "claiming"
 	statusReleased = string(tandem.StatusReleased)
 	statusExpired  = string(tandem.StatusExpired)
 )

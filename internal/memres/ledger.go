@@ -81,3 +81,10 @@ func (l *Ledger) DeductCart(ctx context.Context, shopID int64, cartToken string,
 	}
 	return true, nil
 }
+
+// Claimed implements tandem.Ledger.
+func (l *Ledger) Claimed(ctx context.Context, shopID int64, cartToken string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.claimed[claimKey{shopID, cartToken}], l.Err
+}
