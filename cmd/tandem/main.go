@@ -18,6 +18,7 @@ const usage = `usage:
   tandem bench engine [--stores redis,mysql,naive] [--items 1] [--cart-size 1] [--concurrency 1,8,32,128]
                       [--duration 8s] [--mysql-latency 0] [--mysql-dsn DSN] [--redis-addr ADDR] [--json]
   tandem bench http [--config FILE] [--modes redis,shadow,mysql] [--concurrency 32] [--rate 0] [--duration 8s] [--json]
+  tandem bench http --killswitch N [--json]   (kill switch propagation between two in-process instances)
 `
 
 func main() {
@@ -71,8 +72,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tandem:", err)
 		return 1
 	}
-}
-
-func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench http: not wired yet")
 }

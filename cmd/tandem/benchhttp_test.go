@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/testenv"
+)
+
+func TestBenchHTTP(t *testing.T) {
+	testenv.RequireIntegration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "http", "--duration", "300ms", "--concurrency", "2", "--modes", "redis,shadow",
+		"--mysql-dsn", testenv.RootDSN(), "--redis-addr", testenv.RedisAddr(), "--json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	var out struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
+	}
+	if len(out.Results) != 2 {
+		t.Fatalf("got %d results, want 2 (one per mode)", len(out.Results))
+	}
+	for i, mode := range []string{"redis", "shadow"} {
+		r := out.Results[i]
+		t.Run(mode, func(t *testing.T) {
+			for _, key := range []string{"suite", "mode", "items", "cart_size", "concurrency", "rate", "mysql_latency_ms",
+				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops"} {
+				if _, ok := r[key]; !ok {
+					t.Errorf("got no %q in %v, want it", key, r)
+				}
+			}
+			if r["suite"] != "http" || r["mode"] != mode {
+				t.Errorf("got suite %v mode %v, want http %s", r["suite"], r["mode"], mode)
+			}
+			if r["concurrency"] != 2.0 || r["items"] != 1.0 || r["cart_size"] != 1.0 || r["rate"] != 0.0 {
+				t.Errorf("got concurrency %v items %v cart_size %v rate %v, want 2 1 1 0",
+					r["concurrency"], r["items"], r["cart_size"], r["rate"])
+			}
+			if ops, _ := r["ops_per_sec"].(float64); ops <= 0 {
+				t.Errorf("got ops_per_sec %v, want > 0", r["ops_per_sec"])
+			}
+			if r["errors"] != 0.0 {
+				t.Errorf("got %v errors, want 0; stderr:\n%s", r["errors"], stderr.String())
+			}
+		})
+	}
+	if got := out.Results[0]["shadow_p99_ms"]; got != 0.0 {
+		t.Errorf("redis mode: got shadow_p99_ms %v, want 0 (no shadow)", got)
+	}
+}
+
+func TestBenchHTTPKillSwitch(t *testing.T) {
+	testenv.RequireIntegration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "http", "--killswitch", "4",
+		"--mysql-dsn", testenv.RootDSN(), "--redis-addr", testenv.RedisAddr(), "--json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	var out struct {
+		Results []KillSwitchResult `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
+	}
+	if len(out.Results) != 1 {
+		t.Fatalf("got %d results, want 1", len(out.Results))
+	}
+	r := out.Results[0]
+	if r.Suite != "killswitch" || r.Toggles != 4 || r.Errors != 0 {
+		t.Errorf("got suite %q toggles %d errors %d, want killswitch 4 0; stderr:\n%s", r.Suite, r.Toggles, r.Errors, stderr.String())
+	}
+	if r.MaxMS <= 0 || r.P50MS > r.P99MS || r.P99MS > r.MaxMS {
+		t.Errorf("got p50 %v p99 %v max %v, want 0 < p50 <= p99 <= max", r.P50MS, r.P99MS, r.MaxMS)
+	}
+}
+
+func TestBenchHTTPUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"UnknownMode", []string{"--modes", "redis,postgres"}},
+		{"ZeroConcurrency", []string{"--concurrency", "0"}},
+		{"NegativeRate", []string{"--rate", "-1"}},
+		{"NegativeKillSwitch", []string{"--killswitch", "-1"}},
+		{"UnknownFlag", []string{"--stores", "redis"}},
+		{"Argument", []string{"extra"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), append([]string{"bench", "http"}, tc.args...), &stdout, &stderr); code != 2 {
+				t.Errorf("got exit code %d, want 2 (usage); stderr:\n%s", code, stderr.String())
+			}
+		})
+	}
+}
+
+func TestModePath(t *testing.T) {
+	for _, tc := range []struct {
+		from, to tandem.Mode
+		want     []tandem.Mode
+	}{
+		{tandem.ModeRedis, tandem.ModeRedis, nil},
+		{tandem.ModeRedis, tandem.ModeShadow, []tandem.Mode{tandem.ModeShadow}},
+		{tandem.ModeRedis, tandem.ModeMySQL, []tandem.Mode{tandem.ModeShadow, tandem.ModeMySQL}},
+		{tandem.ModeMySQL, tandem.ModeRedis, []tandem.Mode{tandem.ModeShadow, tandem.ModeRedis}},
+		{tandem.ModeMySQLOnly, tandem.ModeShadow, []tandem.Mode{tandem.ModeMySQL, tandem.ModeShadow}},
+		{tandem.ModeShadow, tandem.ModeMySQLOnly, []tandem.Mode{tandem.ModeMySQL, tandem.ModeMySQLOnly}},
+		{tandem.ModeRedis, "postgres", nil},
+	} {
+		t.Run(string(tc.from)+"To"+string(tc.to), func(t *testing.T) {
+			if got := modePath(tc.from, tc.to); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDialAddr(t *testing.T) {
+	for _, tc := range []struct{ listen, want string }{
+		{"127.0.0.1:8080", "127.0.0.1:8080"},
+		{"0.0.0.0:8080", "127.0.0.1:8080"},
+		{":8081", "127.0.0.1:8081"},
+		{"[::]:8081", "127.0.0.1:8081"},
+		{"10.0.0.5:80", "10.0.0.5:80"},
+	} {
+		if got := dialAddr(tc.listen); got != tc.want {
+			t.Errorf("dialAddr(%q): got %q, want %q", tc.listen, got, tc.want)
+		}
+	}
+}
