@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build test test-short lint run bench soak fuzz fmt
+.PHONY: build test test-short lint run bench benchmarks soak fuzz fmt
 
 # build: compile tandem and tandemctl into ./bin
 build:
@@ -24,9 +24,23 @@ lint:
 run:
 	$(GO) run ./cmd/tandem serve
 
-# bench: engine benchmarks against real MariaDB and Redis
+# bench: a quick engine sweep (redis, mysql unit rows, naive single-row baseline) against the local stores
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./mysqlres/ ./redisres/
+	$(GO) run ./cmd/tandem bench engine --concurrency 1,8,32,128 --duration 3s
+
+# benchmarks: regenerate every figure of BENCHMARKS.md (engine sweeps with and without injected latency, HTTP per mode, kill switch)
+benchmarks:
+	mkdir -p artifacts
+	$(GO) run ./cmd/tandem bench engine --duration 5s --json > artifacts/bench-engine-loopback.json
+	$(GO) run ./cmd/tandem bench engine --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
+	$(GO) run ./cmd/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
+	$(GO) run ./cmd/tandem bench http --modes redis,shadow,mysql --concurrency 32 --duration 8s --json > artifacts/bench-http-closed.json
+	$(GO) run ./cmd/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
+
+# soak: the long soak against real MariaDB and Redis (make soak SOAK=10m)
+SOAK ?= 10m
+soak:
+	$(GO) test -race -count=1 -timeout 60m -v -run TestSoak ./internal/soak/ -soak.duration=$(SOAK) -soak.pods=3
 
 # fuzz: a short bounded run of every fuzz target (FUZZTIME each; seeds are committed under testdata/fuzz)
 FUZZTIME ?= 10s

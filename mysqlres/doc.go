@@ -27,4 +27,23 @@
 // Every transaction runs at READ COMMITTED, set as a session variable of the
 // engine's own connection pool (tx_isolation on MariaDB,
 // transaction_isolation on MySQL 8), never by changing the server default.
+//
+// The fast reserve is built for few round trips, since a hot item's
+// throughput is bounded by how long its units stay locked (BENCHMARKS.md):
+//
+//   - no read of the cart token before the reserve: a known token shows as
+//     the header insert's duplicate key (the transaction rolls back and the
+//     stored answer is replayed), and a refusal yields to the token's answer;
+//   - two round trips in all: START TRANSACTION travels with the SKIP LOCKED
+//     select, and the delete of the taken units, the header and lines
+//     inserts and COMMIT travel as one multi-statement batch (batchTx), the
+//     header insert guarded by ROW_COUNT() of the delete; parameters are
+//     still interpolated and escaped by the driver from constant texts;
+//   - each scan starts at a random id within the pool's id range as the
+//     last refill saw it, so concurrent pickers spread over the pool rather
+//     than stepping over the same locked rows at its head; a scan short
+//     above its start wraps around below it before the cart may fall to the
+//     slow path, so the no-false-sold-out rule is unchanged;
+//   - the pool is refilled in the background below its low-water mark, in
+//     transactions of their own, so reserves do not refill inline.
 package mysqlres

@@ -3,6 +3,8 @@ package mysqlres
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -22,10 +24,18 @@ const maxPending = 100_000
 // replenishTimeout bounds one background refill.
 const replenishTimeout = 10 * time.Second
 
+// poolLowestSQL reads the lowest unit id of a pool (one index seek), for
+// the reserves' random scan starts.
+const poolLowestSQL = "/* conn_tag='replenish' */ SELECT COALESCE(MIN(id), 0) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
+
 // estimate is this process's idea of a position's pool.
 type estimate struct {
 	pool      int64
 	drainedAt time.Time // when unpooled was last seen <= 0; zero if not
+	// lo and hi bound the ids of the pool's rows as its last refill saw
+	// them: the smallest id present and next_unit_id. Reserves start their
+	// scans at random ids in between (startID).
+	lo, hi int64
 }
 
 // replenisher refills unit pools in the background, in short transactions
@@ -50,7 +60,12 @@ func newReplenisher(s *Store) *replenisher {
 	}
 }
 
-func (r *replenisher) lowWater() int64 { return max(int64(r.s.PoolCap)/2, 1) }
+// lowWater is the pool size under which a reserve signals a refill: three
+// quarters of the cap, so that the pool's headroom outlasts a refill's
+// latency under load (at half the cap, 5-unit carts of one hot item at
+// C=32 emptied the pool between refills and fell to the slow path; see
+// BENCHMARKS.md).
+func (r *replenisher) lowWater() int64 { return max(int64(r.s.PoolCap)*3/4, 1) }
 
 // signal queues k for a refill without blocking.
 func (r *replenisher) signal(k tandem.Key) {
@@ -140,6 +155,42 @@ func (r *replenisher) observePool(k tandem.Key, pool, unpooled int64) {
 	}
 }
 
+// observeRange records the ids of k's pool rows, lowest present and next
+// to be numbered, as a refill saw them.
+func (r *replenisher) observeRange(k tandem.Key, lo, hi int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.est[k]
+	if e == nil {
+		e = &estimate{}
+		r.est[k] = e
+	}
+	e.lo, e.hi = lo, hi
+}
+
+// startID returns the id at which a reserve of k starts its SKIP LOCKED
+// scan: a random id within the pool's last known id range, so concurrent
+// reserves of a hot item spread over the pool instead of all stepping over
+// the same locked (and freshly deleted, not yet purged) rows at its head.
+// It returns 0, the head, when the range is unknown. Rows below the start
+// are not lost to the reserve: a short scan wraps around (reserveFast).
+func (r *replenisher) startID(k tandem.Key) int64 {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	e := r.est[k]
+	var lo, hi int64
+	if e != nil {
+		lo, hi = e.lo, e.hi
+	}
+	r.mu.Unlock()
+	if lo <= 0 || hi-lo < 2 {
+		return 0
+	}
+	return lo + rand.Int64N(hi-lo)
+}
+
 // forget drops every estimate (after a rebuild).
 func (r *replenisher) forget() {
 	r.mu.Lock()
@@ -179,7 +230,7 @@ func (r *replenisher) run(ctx context.Context) {
 // ledger row lock makes it the only replenisher of k at a time; the others
 // wait for it and then find the pool full.
 func (s *Store) replenish(ctx context.Context, k tandem.Key) (int64, error) {
-	var moved, pool, unpooled int64
+	var moved, pool, unpooled, lo, hi int64
 	err := s.withTx(ctx, tagReplenish, func(tx *sql.Tx) error {
 		moved = 0
 		pos, err := lockPositions(ctx, tx, tagReplenish, []tandem.Key{k})
@@ -194,12 +245,16 @@ func (s *Store) replenish(ctx context.Context, k tandem.Key) (int64, error) {
 		if pool, err = s.fillPool(ctx, tx, tagReplenish, p); err != nil {
 			return err
 		}
-		moved, unpooled = before-p.unpooled, p.unpooled
+		moved, unpooled, hi = before-p.unpooled, p.unpooled, p.nextID
+		if err := tx.QueryRowContext(ctx, poolLowestSQL, k.ShopID, k.ItemID, k.GroupID).Scan(&lo); err != nil {
+			return fmt.Errorf("lowest unit of %s: %w", k, err)
+		}
 		return writePosition(ctx, tx, tagReplenish, p, s.Now().UTC())
 	})
 	if err != nil {
 		return 0, err
 	}
 	s.repl.observePool(k, pool, unpooled)
+	s.repl.observeRange(k, lo, hi)
 	return moved, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/tandemhq/tandem"
 )
 
@@ -17,13 +19,16 @@ import (
 // require for per-member LIMIT and locking clauses.
 const (
 	reserveHeadSQL      = "/* conn_tag='reserve' */ "
-	reserveCandidateSQL = "(SELECT %d AS cand, id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED)"
+	reserveCandidateSQL = "(SELECT %d AS cand, id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id %s ? ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED)"
 	reserveDeleteSQL    = "/* conn_tag='%s' */ DELETE FROM unit_pool WHERE %s"
 	reserveDeleteCond   = "(shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id IN (%s))"
 	insertHeaderSQL     = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, ?, ?, ?)"
-	insertLinesSQL      = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
-	lineValuesSQL       = "(?, ?, ?, ?, ?, ?, 1)"
-	slowSelectSQL       = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
+	// insertGuardedHeaderSQL follows the delete of the taken units in one
+	// batch; see takeBatch.
+	insertGuardedHeaderSQL = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, IF(ROW_COUNT() = ?, ?, NULL), ?, ?)"
+	insertLinesSQL         = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
+	lineValuesSQL          = "(?, ?, ?, ?, ?, ?, 1)"
+	slowSelectSQL          = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
 )
 
 var (
@@ -61,13 +66,20 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 	expires := now.Add(req.TTLOr(s.DefaultTTL))
 	fp := req.Fingerprint()
 
-	if res, err := s.replay(ctx, req, fp); res != nil || err != nil {
-		return res, err
-	}
+	// A known token is found by the header insert's duplicate key rather
+	// than by a read before every reserve (a round trip each): retries are
+	// rare, and their transaction rolls back. A refusal still yields to the
+	// token's answer (a retry of an active hold, a conflict).
 	lines, err := s.reserveFast(ctx, req, fp, now, expires)
 	if errors.Is(err, errShort) {
 		s.metrics.slow()
 		lines, err = s.reserveSlow(ctx, req, fp, now, expires)
+	}
+	if tandem.ErrorCode(err) == tandem.EINSUFFICIENT {
+		if res, rerr := s.replay(ctx, req, fp); res != nil || rerr != nil {
+			return res, rerr
+		}
+		return nil, err
 	}
 	if errors.Is(err, errTokenTaken) {
 		res, rerr := s.replay(ctx, req, fp)
@@ -128,50 +140,99 @@ func sameRequest(r *stored, req tandem.ReserveRequest, fp string) bool {
 	return true
 }
 
-// reserveFast takes the cart's units with one SKIP LOCKED select. It
+// candidate is one (line, group) a reserve may take units from.
+type candidate struct {
+	line  int
+	key   tandem.Key
+	want  int64
+	start int64 // first id of the scan; 0 scans the whole pool
+}
+
+// unitSelect returns one statement that locks, for each candidate of idx,
+// up to want[i] of its unit rows with SKIP LOCKED: at or above its start
+// id, or with below, under it (the wrap-around of a short scan).
+func unitSelect(cands []candidate, idx []int, want []int64, below bool) (string, []any) {
+	parts := make([]string, 0, len(idx))
+	args := make([]any, 0, 4*len(idx))
+	op := ">="
+	if below {
+		op = "<"
+	}
+	for j, i := range idx {
+		c := cands[i]
+		parts = append(parts, fmt.Sprintf(reserveCandidateSQL, i, op, want[j]))
+		args = append(args, c.key.ShopID, c.key.ItemID, c.key.GroupID, c.start)
+	}
+	if len(parts) == 1 {
+		return reserveHeadSQL + strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")"), args
+	}
+	return reserveHeadSQL + strings.Join(parts, " UNION ALL "), args
+}
+
+// scanUnits runs a unitSelect and appends the ids to got per candidate.
+func scanUnits(ctx context.Context, tx *batchTx, stmt string, args []any, got [][]int64) error {
+	rows, err := tx.query(ctx, stmt, args...)
+	if err != nil {
+		return fmt.Errorf("select units: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c int
+		var id int64
+		if err := rows.Scan(&c, &id); err != nil {
+			return fmt.Errorf("select units: %w", err)
+		}
+		got[c] = append(got[c], id)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("select units: %w", err)
+	}
+	return nil
+}
+
+// reserveFast takes the cart's units with one SKIP LOCKED select, each
+// candidate's scan starting at a random id of its pool; a candidate short
+// above its start wraps around to the ids below it in a second select. It
 // returns errShort when a line cannot be served from the units it sees.
 func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp string, now, expires time.Time) ([]tandem.Line, error) {
-	type cand struct {
-		line int
-		key  tandem.Key
-	}
-	var cands []cand
-	var parts []string
-	var args []any
+	var cands []candidate
 	for i, l := range req.Lines {
 		for _, g := range l.GroupIDs {
 			k := tandem.Key{ShopID: req.ShopID, ItemID: l.ItemID, GroupID: g}
-			parts = append(parts, fmt.Sprintf(reserveCandidateSQL, len(cands), l.Quantity))
-			args = append(args, k.ShopID, k.ItemID, k.GroupID)
-			cands = append(cands, cand{line: i, key: k})
+			cands = append(cands, candidate{line: i, key: k, want: l.Quantity})
 		}
 	}
-	stmt := reserveHeadSQL + strings.Join(parts, " UNION ALL ")
-	if len(parts) == 1 {
-		stmt = reserveHeadSQL + strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")")
+	all := make([]int, len(cands))
+	wants := make([]int64, len(cands))
+	for i, c := range cands {
+		all[i], wants[i] = i, c.want
 	}
 
 	var takes []take
 	var shortKeys []tandem.Key
-	err := s.withTx(ctx, tagReserve, func(tx *sql.Tx) error {
+	err := s.withBatchTx(ctx, tagReserve, func(tx *batchTx) error {
 		takes, shortKeys = nil, nil
+		for i := range cands {
+			cands[i].start = s.repl.startID(cands[i].key)
+		}
 		got := make([][]int64, len(cands))
-		rows, err := tx.QueryContext(ctx, stmt, args...)
-		if err != nil {
-			return fmt.Errorf("select units: %w", err)
+		stmt, args := unitSelect(cands, all, wants, false)
+		if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
+			return err
 		}
-		for rows.Next() {
-			var c int
-			var id int64
-			if err := rows.Scan(&c, &id); err != nil {
-				rows.Close()
-				return fmt.Errorf("select units: %w", err)
+		var wrap []int
+		var rest []int64
+		for i, c := range cands {
+			if c.start > 0 && int64(len(got[i])) < c.want {
+				wrap = append(wrap, i)
+				rest = append(rest, c.want-int64(len(got[i])))
 			}
-			got[c] = append(got[c], id)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("select units: %w", err)
+		if len(wrap) > 0 {
+			stmt, args := unitSelect(cands, wrap, rest, true)
+			if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
+				return err
+			}
 		}
 		c := 0
 		for _, l := range req.Lines {
@@ -202,7 +263,11 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 			}
 			takes = append(takes, *chosen)
 		}
-		return s.commitTakes(ctx, tx, tagReserve, req, fp, takes, now, expires)
+		stmts, targs := takeBatch(tagReserve, req, fp, takes, now, expires)
+		if err := tx.commit(ctx, stmts, targs...); err != nil {
+			return takeError(err)
+		}
+		return nil
 	})
 	for _, k := range shortKeys {
 		s.repl.noteShort(k)
@@ -224,12 +289,18 @@ func linesOf(req tandem.ReserveRequest, takes []take) []tandem.Line {
 	return lines
 }
 
-// commitTakes deletes the taken unit rows first, then inserts the header
-// and the lines (the fast path's lock order: pool rows, then reservation).
-func (s *Store) commitTakes(ctx context.Context, tx *sql.Tx, tag string, req tandem.ReserveRequest, fp string, takes []take, now, expires time.Time) error {
-	var conds []string
+// takeBatch returns the statements that move the taken unit rows into the
+// cart's reservation, as one multi-statement batch (one round trip): delete
+// the units first, then insert the header and the lines (the lock order of
+// every reserve: pool rows, then reservation). The header insert checks
+// ROW_COUNT() of the delete before it: should fewer units go than were
+// locked, expires_at gets NULL, which a single-row INSERT refuses (error
+// 1048) whatever the SQL mode, so the batch stops before COMMIT.
+func takeBatch(tag string, req tandem.ReserveRequest, fp string, takes []take, now, expires time.Time) (string, []any) {
+	var b strings.Builder
 	var args []any
 	var want int64
+	var conds []string
 	for _, t := range takes {
 		if len(t.ids) == 0 {
 			continue
@@ -243,38 +314,36 @@ func (s *Store) commitTakes(ctx context.Context, tx *sql.Tx, tag string, req tan
 		want += int64(len(t.ids))
 	}
 	if len(conds) > 0 {
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(reserveDeleteSQL, tag, strings.Join(conds, " OR ")), args...)
-		if err != nil {
-			return fmt.Errorf("take units: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("take units: %w", err)
-		}
-		if n != want {
-			return fmt.Errorf("take units: deleted %d of %d locked units", n, want)
-		}
+		b.WriteString(fmt.Sprintf(reserveDeleteSQL, tag, strings.Join(conds, " OR ")))
+		b.WriteString("; ")
+		b.WriteString(fmt.Sprintf(insertGuardedHeaderSQL, tag))
+		args = append(args, req.ShopID, req.CartToken, fp, want, expires, now, now)
+	} else {
+		b.WriteString(fmt.Sprintf(insertHeaderSQL, tag))
+		args = append(args, req.ShopID, req.CartToken, fp, expires, now, now)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(insertHeaderSQL, tag), req.ShopID, req.CartToken, fp, expires, now, now); err != nil {
-		if isDuplicate(err) {
-			return errTokenTaken
-		}
-		return fmt.Errorf("insert reservation: %w", err)
-	}
-	var b strings.Builder
+	b.WriteString("; ")
 	b.WriteString(fmt.Sprintf(insertLinesSQL, tag))
-	largs := make([]any, 0, 6*len(takes))
 	for i, l := range req.Lines {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(lineValuesSQL)
-		largs = append(largs, req.ShopID, req.CartToken, i, l.ItemID, takes[i].key.GroupID, l.Quantity)
+		args = append(args, req.ShopID, req.CartToken, i, l.ItemID, takes[i].key.GroupID, l.Quantity)
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), largs...); err != nil {
-		return fmt.Errorf("insert reservation lines: %w", err)
+	return b.String(), args
+}
+
+// takeError classifies the failure of a take batch.
+func takeError(err error) error {
+	var me *mysql.MySQLError
+	switch {
+	case isDuplicate(err):
+		return errTokenTaken
+	case errors.As(err, &me) && me.Number == errBadNull:
+		return fmt.Errorf("take units: deleted fewer units than were locked: %w", err)
 	}
-	return nil
+	return fmt.Errorf("take units and insert reservation: %w", err)
 }
 
 // reserveSlow reserves with the candidates' ledger rows locked (in key
@@ -316,7 +385,11 @@ func (s *Store) reserveSlow(ctx context.Context, req tandem.ReserveRequest, fp s
 				return err
 			}
 		}
-		return s.commitTakes(ctx, tx, tagReserveSlow, req, fp, takes, now, expires)
+		stmts, args := takeBatch(tagReserveSlow, req, fp, takes, now, expires)
+		if _, err := tx.ExecContext(ctx, stmts, args...); err != nil {
+			return takeError(err)
+		}
+		return nil
 	})
 	if err == nil {
 		for k, p := range pos {

@@ -8,9 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +39,7 @@ type BenchResult struct {
 	Concurrency    int                `json:"concurrency"`
 	Rate           float64            `json:"rate,omitempty"`
 	MySQLLatencyMS float64            `json:"mysql_latency_ms"`
+	MaxConns       int                `json:"mysql_max_conns,omitempty"`
 	OpsPerSec      float64            `json:"ops_per_sec"`
 	P50MS          float64            `json:"p50_ms"`
 	P99MS          float64            `json:"p99_ms"`
@@ -43,8 +47,15 @@ type BenchResult struct {
 	Errors         int64              `json:"errors"`
 	Refused        int64              `json:"refused"`
 	ConnHoldMS     map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
-	ShadowP99MS    float64            `json:"shadow_p99_ms,omitempty"`
-	ShadowDrops    int64              `json:"shadow_drops,omitempty"`
+	// SlowPath counts the MySQL reserves that left the SKIP LOCKED fast path
+	// for the ledger-locked slow path; Retries the transactions rerun after
+	// a deadlock or lock-wait timeout.
+	SlowPath int64 `json:"slow_path,omitempty"`
+	Retries  int64 `json:"tx_retries,omitempty"`
+	// FirstError is the text of the first failed operation of the cell.
+	FirstError  string  `json:"first_error,omitempty"`
+	ShadowP99MS float64 `json:"shadow_p99_ms,omitempty"`
+	ShadowDrops int64   `json:"shadow_drops,omitempty"`
 }
 
 type engineBench struct {
@@ -57,6 +68,7 @@ type engineBench struct {
 	mysqlDSN     string
 	redisAddr    string
 	poolCap      int
+	maxConns     int
 	json         bool
 }
 
@@ -84,12 +96,25 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "MySQL server (a scratch database is created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis server (a scratch key prefix is used and deleted)")
 	poolCap := fs.Int("pool-cap", 1000, "unit rows per position in the MySQL engine")
+	maxConns := fs.Int("mysql-max-conns", 64, "connection pool of the mysql engine and of the naive baseline, at most the concurrency (the server's max_connections is shared)")
 	js := fs.Bool("json", false, "print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, driver and latency proxy) to this file")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b := engineBench{items: *items, cartSize: *cartSize, duration: *dur, mysqlLatency: *lat,
-		mysqlDSN: *dsn, redisAddr: *raddr, poolCap: *poolCap, json: *js}
+		mysqlDSN: *dsn, redisAddr: *raddr, poolCap: *poolCap, maxConns: *maxConns, json: *js}
 	var err error
 	if b.concurrency, err = parseInts(*conc); err != nil {
 		fmt.Fprintln(stderr, "--concurrency:", err)
@@ -104,8 +129,8 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 			return errUsage
 		}
 	}
-	if b.items < 1 || b.cartSize < 1 || b.duration <= 0 || b.mysqlLatency < 0 {
-		fmt.Fprintln(stderr, "--items, --cart-size and --duration must be positive")
+	if b.items < 1 || b.cartSize < 1 || b.duration <= 0 || b.mysqlLatency < 0 || b.maxConns < 1 {
+		fmt.Fprintln(stderr, "--items, --cart-size, --duration and --mysql-max-conns must be positive")
 		return errUsage
 	}
 	results, err := b.run(ctx, stderr)
@@ -133,6 +158,11 @@ func printResults(w io.Writer, results []BenchResult, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", r.Suite, name, r.Items, r.CartSize,
 			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused)
 	}
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(tw, "first error of %s at C=%d: %s\n", r.Store+r.Mode, r.Concurrency, r.FirstError)
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -149,7 +179,7 @@ func printResults(w io.Writer, results []BenchResult, asJSON bool) error {
 		for i, t := range tags {
 			parts[i] = fmt.Sprintf("%s=%.2fms", t, r.ConnHoldMS[t])
 		}
-		fmt.Fprintf(w, "mysql conn hold (mean) at C=%d: %s\n", r.Concurrency, strings.Join(parts, " "))
+		fmt.Fprintf(w, "mysql conn hold (mean) at C=%d: %s; slow path %d, retries %d\n", r.Concurrency, strings.Join(parts, " "), r.SlowPath, r.Retries)
 	}
 	return nil
 }
@@ -262,13 +292,13 @@ func (b *engineBench) run(ctx context.Context, progress io.Writer) ([]BenchResul
 func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cellNo, c int) (BenchResult, error) {
 	shop := int64(1000 + cellNo)
 	res := BenchResult{Suite: "engine", Store: name, Items: b.items, CartSize: b.cartSize, Concurrency: c,
-		MySQLLatencyMS: float64(b.mysqlLatency.Microseconds()) / 1000}
+		MySQLLatencyMS: float64(b.mysqlLatency.Microseconds()) / 1000, MaxConns: min(c, b.maxConns)}
 	var reserve func(ctx context.Context, req tandem.ReserveRequest) error
 	var check func(ctx context.Context) error
 	var reg *prometheus.Registry
 	switch name {
 	case "naive":
-		nv, err := openNaive(ctx, env.dsn, max(c, 8))
+		nv, err := openNaive(ctx, env.dsn, min(c, b.maxConns))
 		if err != nil {
 			return res, err
 		}
@@ -282,7 +312,8 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 	default:
 		ms := mysqlres.NewStore(env.dsn)
 		ms.PoolCap = b.poolCap
-		ms.MaxOpenConns = max(c, 8)
+		// The replenisher needs a connection of its own beside the reserves.
+		ms.MaxOpenConns = min(c, b.maxConns) + 1
 		reg = prometheus.NewRegistry()
 		ms.Registerer = reg
 		if err := ms.Open(); err != nil {
@@ -322,23 +353,33 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 			return nil
 		}
 	}
-	var refused int64
+	var refused atomic.Int64
+	var firstErr atomic.Pointer[string]
 	lr := loadgen.Closed(ctx, c, b.duration, func(ctx context.Context, w int, seq int64) error {
 		req := tandem.ReserveRequest{
 			CartToken: fmt.Sprintf("b%d-%d-%d", cellNo, w, seq), ShopID: shop, Lines: b.cart(int64(w) + seq*int64(c)),
 		}
 		err := reserve(ctx, req)
 		if tandem.ErrorCode(err) == tandem.EINSUFFICIENT {
-			refused++
+			refused.Add(1)
 			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			msg := err.Error()
+			firstErr.CompareAndSwap(nil, &msg)
 		}
 		return err
 	})
+	if msg := firstErr.Load(); msg != nil {
+		res.FirstError = *msg
+	}
 	res.OpsPerSec = lr.OpsPerSec
 	res.P50MS, res.P99MS, res.P999MS = ms(lr.P50), ms(lr.P99), ms(lr.P999)
-	res.Errors, res.Refused = lr.Errors, refused
+	res.Errors, res.Refused = lr.Errors, refused.Load()
 	if reg != nil {
 		res.ConnHoldMS = connHoldMeans(reg)
+		res.SlowPath = int64(counterSum(reg, "tandem_mysql_reserve_slow_total"))
+		res.Retries = int64(counterSum(reg, "tandem_mysql_tx_retries_total"))
 	}
 	if err := check(context.WithoutCancel(ctx)); err != nil {
 		return res, err
@@ -372,6 +413,24 @@ func connHoldMeans(g prometheus.Gatherer) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// counterSum adds up every series of the counter name.
+func counterSum(g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // naive is the single-row baseline: one counter row per position, reserve
