@@ -50,6 +50,9 @@ type AdminServer struct {
 	// Dashboard holds the dashboard page (index.html) and its assets;
 	// nil serves the embedded dashboard.FS.
 	Dashboard fs.FS
+	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
+	// answers those routes 404 not_found (after the token check).
+	Plan PlanService
 }
 
 // Handler returns the admin API's router.
@@ -71,6 +74,7 @@ func (s *AdminServer) Handler() http.Handler {
 		dash = defaultDashboard()
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
+	plan := &planHandler{adminHandler: h, plan: s.Plan}
 	auth := bearerAuth(s.Token)
 	want := sha256.Sum256([]byte(s.Token))
 
@@ -113,6 +117,10 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Get("/admin/report", h.report)
 		r.Get("/admin/audit-log", h.auditLog)
 		r.Get("/admin/instances", h.instances)
+		r.Get("/admin/plan", plan.status)
+		r.Post("/admin/plan/start", plan.start)
+		r.Post("/admin/plan/pause", plan.pause)
+		r.Post("/admin/plan/abort", plan.abort)
 	})
 	return r
 }

@@ -240,7 +240,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, Ready: m.ready, Gatherer: m.registry,
-		Logger: m.Logger, Metrics: metrics}
+		Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
 	if m.CheckoutAddr, err = m.listen(cfg.Listen, checkout.Handler()); err != nil {
 		return err
 	}

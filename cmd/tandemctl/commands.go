@@ -36,6 +36,8 @@ var commands = []*command{
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "instances", usage: "instances",
 		summary: "list running serve instances and their control version", setup: instancesCmd},
+	{name: "plan", usage: "plan [start|pause|abort --reason R]",
+		summary: "show the pod-by-pod rollout plan, or start, pause or abort it", setup: planCmd},
 }
 
 func podsCmd(fs *flag.FlagSet) runFunc {

@@ -1,7 +1,7 @@
 // Command tandemctl is the admin API of tandem from a terminal: it lists the
 // pods, changes their mode, engages and disengages the kill switch, runs
-// audits and resyncs, and reads divergences, the report, the audit log and
-// the running instances.
+// audits and resyncs, runs the pod-by-pod rollout plan, and reads
+// divergences, the report, the audit log and the running instances.
 //
 // It reads TANDEM_ADMIN_URL (default http://127.0.0.1:8081) and
 // TANDEM_ADMIN_TOKEN. It exits 0 on success, 1 when the API refuses or

@@ -333,6 +333,29 @@
     $("#instances tbody").replaceChildren(...rows);
   }
 
+  // renderPlan shows the rollout plan in one line: phase, pods promoted out
+  // of the rollout order, and why it waits.
+  function renderPlan(p) {
+    p = p || {};
+    const order = p.order || [];
+    const promoted = p.promoted || [];
+    let text = (p.phase || "unknown") + ": " + promoted.length + " of " + order.length + " pods promoted";
+    if (order.length) text += " (order " + order.join(", ") + ")";
+    if (p.waiting) text += "; " + p.waiting;
+    const e = $("#plan-state");
+    e.dataset.phase = p.phase || "unknown";
+    e.textContent = text;
+  }
+
+  // planUnavailable keeps a missing plan (a server without one, or an older
+  // server) from failing the whole refresh.
+  function planUnavailable(err) {
+    const e = $("#plan-state");
+    e.dataset.phase = "unknown";
+    e.textContent = err instanceof ApiError && err.status === 404
+      ? "Not available on this server." : "Unknown: " + ((err && err.message) || String(err));
+  }
+
   // ---- refresh -----------------------------------------------------------------
 
   async function refresh() {
@@ -351,7 +374,9 @@
       ["/admin/audit-log?limit=50", (d) => renderAuditLog(d.entries || [])],
       ["/admin/instances", (d) => renderInstances(d.instances || [])],
     ];
+    const plan = api("GET", "/admin/plan").then(renderPlan).catch(planUnavailable);
     const results = await Promise.allSettled(calls.map(([path]) => api("GET", path)));
+    await plan;
     let failure = null;
     results.forEach((r, i) => {
       if (r.status === "fulfilled") {
@@ -425,6 +450,8 @@
     for (const id of ["#pods", "#report", "#audit-log", "#instances"]) $(id + " tbody").replaceChildren();
     $("#divergences tbody").replaceChildren();
     renderKillSwitch({ engaged: false });
+    $("#plan-state").dataset.phase = "unknown";
+    $("#plan-state").textContent = "Unknown";
     $("#killswitch-state").dataset.engaged = "unknown";
     $("#killswitch-state").textContent = "Unknown";
     state.selected.clear();

@@ -124,6 +124,10 @@ func TestDashboard(t *testing.T) {
 			if got := b.text("#instances"); !strings.Contains(got, "i-1") || !strings.Contains(got, "stale") {
 				t.Errorf("got instances %q, want i-1 and the stale one", got)
 			}
+			b.waitFor(`document.querySelector("#plan-state").dataset.phase === "running"`)
+			if got, want := b.text("#plan-state"), "running: 1 of 2 pods promoted (order pod-b, pod-a); soaking pod-b"; got != want {
+				t.Errorf("got plan line %q, want %q", got, want)
+			}
 			if got := eval[string](b, `sessionStorage.getItem("tandem.adminToken")`); got != adminToken {
 				t.Errorf("got sessionStorage token %q, want %q", got, adminToken)
 			}
@@ -493,6 +497,10 @@ func (f *fakeAdmin) handler() http.Handler {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"entries": append([]tandem.AuditLogEntry{}, f.log...)})
+	})
+	mux.HandleFunc("GET /admin/plan", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"phase": "running", "order": []string{"pod-b", "pod-a"},
+			"promoted": []string{"pod-b"}, "waiting": "soaking pod-b"})
 	})
 	mux.HandleFunc("GET /admin/instances", func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()

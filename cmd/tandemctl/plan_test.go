@@ -1,0 +1,157 @@
+package main_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const planAnswer = `{"phase":"running","order":["pod-b","pod-a","pod-c"],"promoted":["pod-b"],` +
+	`"soak_until":"2026-11-30T10:30:00.123456789Z","waiting":"soaking pod-b until 2026-11-30T10:30:00Z"}`
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		status     int
+		answer     string
+		wantCode   int
+		wantMethod string
+		wantPath   string
+		wantBody   map[string]any
+		wantOut    []string
+		wantErr    []string
+	}{
+		{name: "StatusTable", args: []string{"plan"}, status: 200, answer: planAnswer,
+			wantMethod: "GET", wantPath: "/admin/plan",
+			wantOut: []string{"plan:        running\n", "waiting:     soaking pod-b until 2026-11-30T10:30:00Z\n",
+				"soak until:  2026-11-30T10:30:00Z\n", "ORDER  POD    PLAN\n", "1      pod-b  promoted\n",
+				"2      pod-a  not promoted\n", "3      pod-c  not promoted\n"}},
+		{name: "StatusIdleNoPods", args: []string{"plan"}, status: 200, answer: `{"phase":"idle","order":[],"promoted":[]}`,
+			wantMethod: "GET", wantPath: "/admin/plan", wantOut: []string{"plan:        idle\n", "no pods\n"}},
+		{name: "Start", args: []string{"plan", "start", "--reason", "gates green"}, status: 200, answer: planAnswer,
+			wantMethod: "POST", wantPath: "/admin/plan/start", wantBody: map[string]any{"reason": "gates green"},
+			wantOut: []string{"plan:        running"}},
+		{name: "PauseFlagFirst", args: []string{"plan", "--reason=peak hours", "pause"}, status: 200,
+			answer:     `{"phase":"paused","order":["pod-b","pod-a"],"promoted":["pod-b"],"waiting":"paused by alice: peak hours"}`,
+			wantMethod: "POST", wantPath: "/admin/plan/pause", wantBody: map[string]any{"reason": "peak hours"},
+			wantOut: []string{"plan:        paused", "paused by alice: peak hours", "pod-b  promoted"}},
+		{name: "Abort", args: []string{"plan", "abort", "--reason", "divergences"}, status: 200,
+			answer:     `{"phase":"aborted","order":["pod-b"],"promoted":[],"waiting":"aborted by alice: divergences"}`,
+			wantMethod: "POST", wantPath: "/admin/plan/abort", wantBody: map[string]any{"reason": "divergences"},
+			wantOut: []string{"plan:        aborted", "pod-b  not promoted"}},
+		{name: "StartWhileRunningFails", args: []string{"plan", "start", "--reason", "r"}, status: 409,
+			answer:   `{"error":{"code":"conflict","message":"the rollout plan is already running","details":{"phase":"running"}}}`,
+			wantCode: 1, wantMethod: "POST", wantPath: "/admin/plan/start", wantBody: map[string]any{"reason": "r"},
+			wantErr: []string{"conflict: the rollout plan is already running", `phase: "running"`}},
+		{name: "NoPlanOnServerFails", args: []string{"plan"}, status: 404,
+			answer:   `{"error":{"code":"not_found","message":"this server runs no rollout plan","details":{}}}`,
+			wantCode: 1, wantMethod: "GET", wantPath: "/admin/plan", wantErr: []string{"not_found: this server runs no rollout plan"}},
+		{name: "ControlDownFails", args: []string{"plan", "pause", "--reason", "r"}, status: 503,
+			answer:   `{"error":{"code":"unavailable","message":"the control database cannot be reached","details":{}}}`,
+			wantCode: 1, wantMethod: "POST", wantPath: "/admin/plan/pause", wantBody: map[string]any{"reason": "r"},
+			wantErr: []string{"unavailable: the control database cannot be reached"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newFakeAPI(t, tt.status, tt.answer)
+			code, stdout, stderr := run(t, envFor(api.URL), tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("got exit code %d, want %d (stderr %q)", code, tt.wantCode, stderr)
+			}
+			reqs := api.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("got %d requests, want 1", len(reqs))
+			}
+			r := reqs[0]
+			if r.Method != tt.wantMethod || r.Path != tt.wantPath || r.Query != "" {
+				t.Errorf("got %s %s?%s, want %s %s", r.Method, r.Path, r.Query, tt.wantMethod, tt.wantPath)
+			}
+			if r.Auth != "Bearer "+token || r.Actor != "alice" {
+				t.Errorf("got Authorization %q X-Actor %q, want the token and alice", r.Auth, r.Actor)
+			}
+			if !reflect.DeepEqual(r.Body, tt.wantBody) {
+				t.Errorf("got body %v, want %v", r.Body, tt.wantBody)
+			}
+			if tt.wantBody != nil && r.ContentType != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", r.ContentType)
+			}
+			for _, want := range tt.wantOut {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("got stdout %q, want it to contain %q", stdout, want)
+				}
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("got stderr %q, want it to contain %q", stderr, want)
+				}
+			}
+			if tt.wantCode == 0 && stderr != "" {
+				t.Errorf("got stderr %q, want nothing on success", stderr)
+			}
+		})
+	}
+}
+
+func TestPlanJSON(t *testing.T) {
+	t.Run("PrintsTheRawAnswer", func(t *testing.T) {
+		api := newFakeAPI(t, 200, planAnswer)
+		code, stdout, _ := run(t, envFor(api.URL), "plan", "start", "--reason", "r", "--json")
+		if code != 0 || stdout != planAnswer+"\n" {
+			t.Errorf("got code %d stdout %q, want 0 and the raw answer", code, stdout)
+		}
+	})
+	t.Run("PrintsTheErrorBodyAndFails", func(t *testing.T) {
+		answer := `{"error":{"code":"conflict","message":"the rollout plan is idle","details":{"phase":"idle"}}}`
+		api := newFakeAPI(t, 409, answer)
+		code, stdout, _ := run(t, envFor(api.URL), "--json", "plan", "pause", "--reason", "r")
+		if code != 1 || stdout != answer+"\n" {
+			t.Errorf("got code %d stdout %q, want 1 and the raw error answer", code, stdout)
+		}
+	})
+}
+
+func TestPlanUsage(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		noToken bool
+		wantErr string
+	}{
+		{name: "StartWithoutReason", args: []string{"plan", "start"}, wantErr: "--reason is required"},
+		{name: "AbortEmptyReason", args: []string{"plan", "abort", "--reason", ""}, wantErr: "--reason is required"},
+		{name: "UnknownAction", args: []string{"plan", "resume", "--reason", "r"}, wantErr: `unknown plan action "resume"`},
+		{name: "TwoActions", args: []string{"plan", "start", "pause", "--reason", "r"}, wantErr: "plan takes at most one action"},
+		{name: "ReasonWithoutAction", args: []string{"plan", "--reason", "r"}, wantErr: "--reason goes with start, pause or abort"},
+		{name: "UnknownFlag", args: []string{"plan", "start", "--force", "--reason", "r"}, wantErr: "flag provided but not defined"},
+		{name: "NoToken", args: []string{"plan"}, noToken: true, wantErr: "TANDEM_ADMIN_TOKEN is not set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newFakeAPI(t, 200, planAnswer)
+			env := envFor(api.URL)
+			if tt.noToken {
+				delete(env, "TANDEM_ADMIN_TOKEN")
+			}
+			code, stdout, stderr := run(t, env, tt.args...)
+			if code != 2 {
+				t.Errorf("got exit code %d, want 2", code)
+			}
+			if !strings.Contains(stderr, tt.wantErr) || !strings.Contains(stderr, "usage: tandemctl plan") {
+				t.Errorf("got stderr %q, want %q and the plan usage", stderr, tt.wantErr)
+			}
+			if stdout != "" {
+				t.Errorf("got stdout %q, want nothing", stdout)
+			}
+			if n := len(api.requests()); n != 0 {
+				t.Errorf("got %d requests, want none for a usage error", n)
+			}
+		})
+	}
+	t.Run("HelpListsPlan", func(t *testing.T) {
+		code, stdout, _ := run(t, map[string]string{}, "help")
+		if code != 0 || !strings.Contains(stdout, "plan [start|pause|abort --reason R]") {
+			t.Errorf("got code %d stdout %q, want 0 and the plan command", code, stdout)
+		}
+	})
+}

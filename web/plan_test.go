@@ -1,0 +1,265 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/web"
+)
+
+// fakePlan is a PlanService that records its calls and answers Err (with
+// Status when ErrStatus is set) when Err is set, else a running plan.
+type fakePlan struct {
+	calls
+	Err       error
+	ErrStatus bool
+	// NoAnswer makes every method return neither a status nor an error.
+	NoAnswer bool
+}
+
+var _ web.PlanService = (*fakePlan)(nil)
+
+func (f *fakePlan) answer(name string, arg any, phase string) (*web.PlanStatus, error) {
+	f.record(name, arg)
+	if f.NoAnswer {
+		return nil, nil
+	}
+	soak := at.Add(30 * time.Minute)
+	st := &web.PlanStatus{Phase: phase, Order: []string{"pod-b", "pod-a"}, Promoted: []string{"pod-b"},
+		SoakUntil: &soak, Waiting: "soaking pod-b"}
+	if f.Err != nil {
+		if f.ErrStatus {
+			return st, f.Err
+		}
+		return nil, f.Err
+	}
+	return st, nil
+}
+
+func (f *fakePlan) PlanStatus(ctx context.Context) (*web.PlanStatus, error) {
+	return f.answer("PlanStatus", nil, "running")
+}
+
+func (f *fakePlan) StartPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return f.answer("StartPlan", ch, "running")
+}
+
+func (f *fakePlan) PausePlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return f.answer("PausePlan", ch, "paused")
+}
+
+func (f *fakePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return f.answer("AbortPlan", ch, "aborted")
+}
+
+// newPlanAdmin returns an admin handler with a fake plan.
+func newPlanAdmin(t *testing.T) (http.Handler, *fakePlan) {
+	t.Helper()
+	p := &fakePlan{}
+	h, _ := newAdmin(t, func(s *web.AdminServer) { s.Plan = p })
+	return h, p
+}
+
+var planRoutes = []struct{ method, target, call string }{
+	{"GET", "/admin/plan", "PlanStatus"},
+	{"POST", "/admin/plan/start", "StartPlan"},
+	{"POST", "/admin/plan/pause", "PausePlan"},
+	{"POST", "/admin/plan/abort", "AbortPlan"},
+}
+
+func TestPlanRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rq        req
+		call      string
+		arg       any
+		wantPhase string
+	}{
+		{name: "Status", rq: req{method: "GET", target: "/admin/plan"}, call: "PlanStatus", wantPhase: "running"},
+		{name: "Start", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"gates green","actor":"alice"}`},
+			call: "StartPlan", arg: tandem.Change{Actor: "alice", Reason: "gates green"}, wantPhase: "running"},
+		{name: "StartActorFromHeader", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r"}`, header: map[string]string{"X-Actor": "bob"}},
+			call: "StartPlan", arg: tandem.Change{Actor: "bob", Reason: "r"}, wantPhase: "running"},
+		{name: "BodyActorBeatsHeader", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"alice"}`, header: map[string]string{"X-Actor": "bob"}},
+			call: "StartPlan", arg: tandem.Change{Actor: "alice", Reason: "r"}, wantPhase: "running"},
+		{name: "Pause", rq: req{method: "POST", target: "/admin/plan/pause", body: `{"reason":"peak hours"}`},
+			call: "PausePlan", arg: tandem.Change{Actor: "unknown", Reason: "peak hours"}, wantPhase: "paused"},
+		{name: "Abort", rq: req{method: "POST", target: "/admin/plan/abort", body: `{"reason":"divergences on pod-b"}`},
+			call: "AbortPlan", arg: tandem.Change{Actor: "unknown", Reason: "divergences on pod-b"}, wantPhase: "aborted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, p := newPlanAdmin(t)
+			tc.rq.token = adminToken
+			got := mustJSON(t, do(t, h, tc.rq), http.StatusOK)
+			if names := p.Names(); len(names) != 1 || names[0] != tc.call {
+				t.Fatalf("got calls %v, want [%s]", names, tc.call)
+			}
+			if tc.arg != nil && !reflect.DeepEqual(p.Last(), tc.arg) {
+				t.Fatalf("got argument %+v, want %+v", p.Last(), tc.arg)
+			}
+			want := map[string]any{"phase": tc.wantPhase, "order": []any{"pod-b", "pod-a"}, "promoted": []any{"pod-b"},
+				"soak_until": "2026-11-30T10:30:00Z", "waiting": "soaking pod-b"}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
+	t.Run("EmptyListsAreArrays", func(t *testing.T) {
+		h, _ := newAdmin(t, func(s *web.AdminServer) { s.Plan = idlePlan{} })
+		got := mustJSON(t, do(t, h, req{method: "GET", target: "/admin/plan", token: adminToken}), http.StatusOK)
+		want := map[string]any{"phase": "idle", "order": []any{}, "promoted": []any{}}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
+// idlePlan answers an idle plan with nil lists and no soak.
+type idlePlan struct{}
+
+func (idlePlan) PlanStatus(ctx context.Context) (*web.PlanStatus, error) {
+	return &web.PlanStatus{Phase: "idle"}, nil
+}
+
+func (idlePlan) StartPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return &web.PlanStatus{Phase: "running"}, nil
+}
+
+func (idlePlan) PausePlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return &web.PlanStatus{Phase: "paused"}, nil
+}
+
+func (idlePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+	return &web.PlanStatus{Phase: "aborted"}, nil
+}
+
+func TestPlanBadInput(t *testing.T) {
+	long := strings.Repeat("é", web.MaxReasonLen+1)
+	for _, tc := range []struct {
+		name   string
+		rq     req
+		status int
+		code   string
+	}{
+		{name: "MissingReason", rq: req{method: "POST", target: "/admin/plan/start", body: `{}`}, status: 400, code: tandem.EINVALID},
+		{name: "BlankReason", rq: req{method: "POST", target: "/admin/plan/pause", body: `{"reason":"  "}`}, status: 400, code: tandem.EINVALID},
+		{name: "ReasonTooLong", rq: req{method: "POST", target: "/admin/plan/abort", body: `{"reason":"` + long + `"}`}, status: 400, code: tandem.EINVALID},
+		{name: "ActorTooLong", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"` + strings.Repeat("a", web.MaxActorLen+1) + `"}`}, status: 400, code: tandem.EINVALID},
+		{name: "UnknownField", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","force":true}`}, status: 400, code: tandem.EINVALID},
+		{name: "MalformedJSON", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":`}, status: 400, code: tandem.EINVALID},
+		{name: "NoBody", rq: req{method: "POST", target: "/admin/plan/start", contentType: "application/json"}, status: 400, code: tandem.EINVALID},
+		{name: "TwoValues", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r"} {"reason":"r"}`}, status: 400, code: tandem.EINVALID},
+		{name: "NotJSON", rq: req{method: "POST", target: "/admin/plan/start", body: `reason=r`, contentType: "application/x-www-form-urlencoded"}, status: 415, code: tandem.EUNSUPPORTEDMEDIATYPE},
+		{name: "TooLarge", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"` + strings.Repeat("a", web.MaxBodyBytes) + `"}`}, status: 413, code: tandem.EPAYLOADTOOLARGE},
+		{name: "WrongMethod", rq: req{method: "PUT", target: "/admin/plan/start", body: `{"reason":"r"}`}, status: 405, code: tandem.EINVALID},
+		{name: "UnknownAction", rq: req{method: "POST", target: "/admin/plan/resume", body: `{"reason":"r"}`}, status: 404, code: tandem.ENOTFOUND},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, p := newPlanAdmin(t)
+			tc.rq.token = adminToken
+			mustError(t, do(t, h, tc.rq), tc.status, tc.code)
+			if names := p.Names(); len(names) != 0 {
+				t.Fatalf("got calls %v, want none for bad input", names)
+			}
+		})
+	}
+}
+
+func TestPlanAuth(t *testing.T) {
+	for _, rt := range planRoutes {
+		t.Run(rt.call, func(t *testing.T) {
+			for name, rq := range map[string]req{
+				"NoToken":    {method: rt.method, target: rt.target, body: bodyFor(rt.method)},
+				"WrongToken": {method: rt.method, target: rt.target, body: bodyFor(rt.method), token: adminToken + "x"},
+			} {
+				h, p := newPlanAdmin(t)
+				mustError(t, do(t, h, rq), http.StatusUnauthorized, tandem.EUNAUTHORIZED)
+				if names := p.Names(); len(names) != 0 {
+					t.Fatalf("%s: got calls %v, want none without the token", name, names)
+				}
+			}
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	t.Run("StartWhileRunningIsConflict", func(t *testing.T) {
+		h, p := newPlanAdmin(t)
+		p.Err, p.ErrStatus = tandem.Errorf(tandem.ECONFLICT, "the rollout plan is already running"), true
+		e := mustError(t, do(t, h, req{method: "POST", target: "/admin/plan/start", token: adminToken, body: `{"reason":"r"}`}),
+			http.StatusConflict, tandem.ECONFLICT)
+		if got := e.Error.Details["phase"]; got != "running" {
+			t.Fatalf("got details.phase %v, want running", got)
+		}
+		if e.Error.Message != "the rollout plan is already running" {
+			t.Fatalf("got message %q, want the service's", e.Error.Message)
+		}
+	})
+	t.Run("PauseWhenNotRunningIsConflict", func(t *testing.T) {
+		h, p := newPlanAdmin(t)
+		p.Err = tandem.Errorf(tandem.ECONFLICT, "the rollout plan is idle")
+		e := mustError(t, do(t, h, req{method: "POST", target: "/admin/plan/pause", token: adminToken, body: `{"reason":"r"}`}),
+			http.StatusConflict, tandem.ECONFLICT)
+		if _, ok := e.Error.Details["phase"]; ok {
+			t.Fatalf("got details %v, want no phase when the service gives no status", e.Error.Details)
+		}
+	})
+	t.Run("ServiceRefusesChange", func(t *testing.T) {
+		h, p := newPlanAdmin(t)
+		p.Err = tandem.Errorf(tandem.EINVALID, "reason must be 1..500 characters")
+		mustError(t, do(t, h, req{method: "POST", target: "/admin/plan/abort", token: adminToken, body: `{"reason":"r"}`}),
+			http.StatusBadRequest, tandem.EINVALID)
+	})
+	t.Run("ControlDownIs503", func(t *testing.T) {
+		h, p := newPlanAdmin(t)
+		p.Err = tandem.Errorf(tandem.EUNAVAILABLE, "the control database cannot be reached")
+		mustError(t, do(t, h, req{method: "POST", target: "/admin/plan/start", token: adminToken, body: `{"reason":"r"}`}),
+			http.StatusServiceUnavailable, tandem.EUNAVAILABLE)
+	})
+	t.Run("NoAnswerIsInternal", func(t *testing.T) {
+		h, p := newPlanAdmin(t)
+		p.NoAnswer = true
+		e := mustError(t, do(t, h, req{method: "GET", target: "/admin/plan", token: adminToken}),
+			http.StatusInternalServerError, tandem.EINTERNAL)
+		if e.Error.Message != "internal error" {
+			t.Fatalf("got message %q, want the generic one", e.Error.Message)
+		}
+	})
+	t.Run("NoPlanIs404", func(t *testing.T) {
+		h, f := newAdmin(t)
+		for _, rt := range planRoutes {
+			mustError(t, do(t, h, req{method: rt.method, target: rt.target, token: adminToken, body: bodyFor(rt.method)}),
+				http.StatusNotFound, tandem.ENOTFOUND)
+		}
+		if names := f.Names(); len(names) != 0 {
+			t.Fatalf("got admin calls %v, want none", names)
+		}
+	})
+	t.Run("NoPlanStillNeedsToken", func(t *testing.T) {
+		h, _ := newAdmin(t)
+		for _, rt := range planRoutes {
+			mustError(t, do(t, h, req{method: rt.method, target: rt.target, body: bodyFor(rt.method)}),
+				http.StatusUnauthorized, tandem.EUNAUTHORIZED)
+		}
+	})
+}
+
+// TestPlanRoutesListed checks that Routes, which the auth walk and the
+// OpenAPI test read, lists every plan route.
+func TestPlanRoutesListed(t *testing.T) {
+	h, _ := newAdmin(t)
+	have := map[string]bool{}
+	for _, r := range web.Routes(h) {
+		have[r] = true
+	}
+	for _, rt := range planRoutes {
+		if r := rt.method + " " + rt.target; !have[r] {
+			t.Errorf("got no route %s in %v, want it listed", r, web.Routes(h))
+		}
+	}
+}
