@@ -166,6 +166,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := m.Config
 
+	// Bind both listeners first: a taken port fails fast, and the instance
+	// registers the address it really serves on (also with port 0).
+	checkoutLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
+	adminLn, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
+	}
+	m.closers = append(m.closers, ignoreClosed(adminLn.Close))
+	m.CheckoutAddr, m.AdminAddr = checkoutLn.Addr().String(), adminLn.Addr().String()
+
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
 	m.control = mysqlres.NewControlStore(cfg.Control.MySQLDSN)
 	if err := m.control.Migrate(ctx); err != nil {
@@ -194,7 +208,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Window: cfg.Rollout.GateWindow, RequireAudit: cfg.Rollout.GateRequireAudit,
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
 		},
-		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: cfg.AdminListen,
+		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr,
 		OnError: onError("rollout"),
 	}
 	m.sw = &killswitch.Switch{
@@ -241,12 +255,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, Ready: m.ready, Gatherer: m.registry,
 		Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
-	if m.CheckoutAddr, err = m.listen(cfg.Listen, checkout.Handler()); err != nil {
-		return err
-	}
-	if m.AdminAddr, err = m.listen(cfg.AdminListen, admin.Handler()); err != nil {
-		return err
-	}
+	m.serve(checkoutLn, checkout.Handler())
+	m.serve(adminLn, admin.Handler())
 	m.Logger.Info("tandem serving", zap.String("checkout", m.CheckoutAddr), zap.String("admin", m.AdminAddr),
 		zap.String("instance", m.InstanceID), zap.Int("pods", len(m.pods)))
 	if m.DemoTraffic {
@@ -353,11 +363,9 @@ func (m *Main) goLoop(interval time.Duration, f func(ctx context.Context)) {
 	}()
 }
 
-func (m *Main) listen(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("listen %s: %w", addr, err)
-	}
+// serve serves h on ln until Close.
+func (m *Main) serve(ln net.Listener, h http.Handler) {
+	addr := ln.Addr().String()
 	srv := web.NewHTTPServer(addr, h)
 	m.servers = append(m.servers, srv)
 	m.wg.Add(1)
@@ -367,7 +375,17 @@ func (m *Main) listen(addr string, h http.Handler) (string, error) {
 			m.Logger.Error("http server", zap.String("addr", addr), zap.Error(err))
 		}
 	}()
-	return ln.Addr().String(), nil
+}
+
+// ignoreClosed wraps a listener's Close, which fails harmlessly once the
+// HTTP server closed it.
+func ignoreClosed(close func() error) func() error {
+	return func() error {
+		if err := close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
 }
 
 // ready reports every dependency; it fails when the control database or
