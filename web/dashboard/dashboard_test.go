@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,13 +20,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/browsertest"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/web/dashboard"
 )
 
 const (
-	chromiumPath = "/usr/bin/chromium"
-	adminToken   = "s3cret-admin-token"
+	adminToken = "s3cret-admin-token"
 )
 
 func TestFS(t *testing.T) {
@@ -58,35 +57,11 @@ func TestFS(t *testing.T) {
 // API: token entry, a mode change through its dry run, and the kill switch.
 func TestDashboard(t *testing.T) {
 	testenv.RequireIntegration(t)
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("headless Chromium is required at %s: install the Debian package with `apt-get install -y chromium` (%v)", chromiumPath, err)
-	}
 
 	api := newFakeAdmin(adminToken)
 	srv := newServer(t, api)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1100),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	b := &browser{t: t, ctx: ctx}
+	b := browsertest.MustOpen(t, srv.URL+"/")
 	podA := `[data-pod="pod-a"]`
 
 	steps := []struct {
@@ -94,60 +69,60 @@ func TestDashboard(t *testing.T) {
 		run  func(t *testing.T)
 	}{
 		{"WrongTokenShowsErrorBanner", func(t *testing.T) {
-			b.t = t
-			b.do(chromedp.WaitVisible(chromedp.CSS("#token-input")))
-			b.do(chromedp.SendKeys(chromedp.CSS("#token-input"), "wrong-token"), chromedp.Click(chromedp.CSS("#token-save")))
-			b.waitFor(`!document.querySelector("#error-banner").hidden`)
-			if got := b.text("#error-banner"); !strings.Contains(got, "unauthorized") || !strings.Contains(got, "bad admin token") {
+			b.T = t
+			b.Do(chromedp.WaitVisible(chromedp.CSS("#token-input")))
+			b.Do(chromedp.SendKeys(chromedp.CSS("#token-input"), "wrong-token"), chromedp.Click(chromedp.CSS("#token-save")))
+			b.WaitFor(`!document.querySelector("#error-banner").hidden`)
+			if got := b.Text("#error-banner"); !strings.Contains(got, "unauthorized") || !strings.Contains(got, "bad admin token") {
 				t.Errorf("got error banner %q, want the code unauthorized and the message", got)
 			}
 		}},
 		{"TokenShowsPods", func(t *testing.T) {
-			b.t = t
-			b.do(chromedp.SendKeys(chromedp.CSS("#actor-input"), "carol"),
+			b.T = t
+			b.Do(chromedp.SendKeys(chromedp.CSS("#actor-input"), "carol"),
 				chromedp.SendKeys(chromedp.CSS("#token-input"), adminToken), chromedp.Click(chromedp.CSS("#token-save")))
-			b.waitFor(`document.querySelector('[data-pod="pod-a"] [data-field="mode"]')?.textContent === "redis"`)
-			if got := b.text(podA + ` [data-field="kill_switch"]`); got != "off" {
+			b.WaitFor(`document.querySelector('[data-pod="pod-a"] [data-field="mode"]')?.textContent === "redis"`)
+			if got := b.Text(podA + ` [data-field="kill_switch"]`); got != "off" {
 				t.Errorf("got pod-a kill switch %q, want off", got)
 			}
-			if got := b.text(`[data-pod="pod-b"] [data-field="mode"]`); got != "shadow" {
+			if got := b.Text(`[data-pod="pod-b"] [data-field="mode"]`); got != "shadow" {
 				t.Errorf("got pod-b mode %q, want shadow", got)
 			}
-			b.waitFor(`document.querySelector("#error-banner").hidden`)
-			b.waitFor(`document.querySelectorAll("#divergences tbody tr").length === 1`)
-			if got := b.text("#divergences"); !strings.Contains(got, "insufficient_inventory") || !strings.Contains(got, `"store": "mysql"`) {
+			b.WaitFor(`document.querySelector("#error-banner").hidden`)
+			b.WaitFor(`document.querySelectorAll("#divergences tbody tr").length === 1`)
+			if got := b.Text("#divergences"); !strings.Contains(got, "insufficient_inventory") || !strings.Contains(got, `"store": "mysql"`) {
 				t.Errorf("got divergences %q, want both outcomes as JSON", got)
 			}
-			if got := b.text("#report"); !strings.Contains(got, "1.20 ms / 4.50 ms") {
+			if got := b.Text("#report"); !strings.Contains(got, "1.20 ms / 4.50 ms") {
 				t.Errorf("got report %q, want redis latency p50 / p99", got)
 			}
-			if got := b.text("#instances"); !strings.Contains(got, "i-1") || !strings.Contains(got, "stale") {
+			if got := b.Text("#instances"); !strings.Contains(got, "i-1") || !strings.Contains(got, "stale") {
 				t.Errorf("got instances %q, want i-1 and the stale one", got)
 			}
-			b.waitFor(`document.querySelector("#plan-state").dataset.phase === "running"`)
-			if got, want := b.text("#plan-state"), "running: 1 of 2 pods promoted (order pod-b, pod-a); soaking pod-b"; got != want {
+			b.WaitFor(`document.querySelector("#plan-state").dataset.phase === "running"`)
+			if got, want := b.Text("#plan-state"), "running: 1 of 2 pods promoted (order pod-b, pod-a); soaking pod-b"; got != want {
 				t.Errorf("got plan line %q, want %q", got, want)
 			}
-			if got := eval[string](b, `sessionStorage.getItem("tandem.adminToken")`); got != adminToken {
+			if got := browsertest.Eval[string](b, `sessionStorage.getItem("tandem.adminToken")`); got != adminToken {
 				t.Errorf("got sessionStorage token %q, want %q", got, adminToken)
 			}
-			if got := eval[string](b, `document.cookie + location.href`); strings.Contains(got, adminToken) {
+			if got := browsertest.Eval[string](b, `document.cookie + location.href`); strings.Contains(got, adminToken) {
 				t.Errorf("got the token in a cookie or the URL: %q", got)
 			}
 		}},
 		{"ModeChangeRunsDryRunThenApplies", func(t *testing.T) {
-			b.t = t
-			b.do(chromedp.Click(chromedp.CSS(podA + ` [data-action="mode"]`)))
-			b.waitFor(`document.querySelector("#dryrun-result").dataset.state === "would-apply"`)
-			if got := b.text("#dryrun-result"); !strings.Contains(got, "would apply") || !strings.Contains(got, "Failed gates: none") {
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS(podA + ` [data-action="mode"]`)))
+			b.WaitFor(`document.querySelector("#dryrun-result").dataset.state === "would-apply"`)
+			if got := b.Text("#dryrun-result"); !strings.Contains(got, "would apply") || !strings.Contains(got, "Failed gates: none") {
 				t.Errorf("got dry run %q, want would apply with no failed gates", got)
 			}
 			if got := api.podMode("pod-a"); got != tandem.ModeRedis {
 				t.Fatalf("got pod-a mode %q after the dry run, want redis (a dry run changes nothing)", got)
 			}
-			b.do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "start shadowing pod-a"), chromedp.Click(chromedp.CSS("#confirm-ok")))
-			b.waitFor(`document.querySelector('[data-pod="pod-a"] [data-field="mode"]')?.textContent === "shadow"`)
-			b.waitFor(`!document.querySelector("#confirm-dialog").open`)
+			b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "start shadowing pod-a"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(`document.querySelector('[data-pod="pod-a"] [data-field="mode"]')?.textContent === "shadow"`)
+			b.WaitFor(`!document.querySelector("#confirm-dialog").open`)
 
 			puts := api.requestsTo(http.MethodPut, "/admin/pods/pod-a/mode")
 			if len(puts) < 2 {
@@ -163,37 +138,37 @@ func TestDashboard(t *testing.T) {
 			if got := puts[len(puts)-1].actor; got != "carol" {
 				t.Errorf("got X-Actor %q, want carol (the name entered)", got)
 			}
-			b.waitFor(`document.querySelector("#audit-log").textContent.includes("carol")`)
+			b.WaitFor(`document.querySelector("#audit-log").textContent.includes("carol")`)
 		}},
 		{"RefusedModeChangeShowsFailedGates", func(t *testing.T) {
-			b.t = t
-			b.do(chromedp.Click(chromedp.CSS(`[data-pod="pod-b"] [data-action="mode"]`)))
-			b.waitFor(`document.querySelector("#dryrun-result").dataset.state === "would-refuse"`)
-			if got := b.text("#dryrun-result"); !strings.Contains(got, "min_comparisons") {
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS(`[data-pod="pod-b"] [data-action="mode"]`)))
+			b.WaitFor(`document.querySelector("#dryrun-result").dataset.state === "would-refuse"`)
+			if got := b.Text("#dryrun-result"); !strings.Contains(got, "min_comparisons") {
 				t.Errorf("got dry run %q, want the failed gate min_comparisons", got)
 			}
-			if got := eval[bool](b, `document.querySelector("#confirm-ok").disabled`); !got {
+			if got := browsertest.Eval[bool](b, `document.querySelector("#confirm-ok").disabled`); !got {
 				t.Errorf("got Apply enabled for a refused dry run without force, want disabled")
 			}
-			b.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
-			b.waitFor(`!document.querySelector("#confirm-dialog").open`)
+			b.Do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+			b.WaitFor(`!document.querySelector("#confirm-dialog").open`)
 			if got := api.podMode("pod-b"); got != tandem.ModeShadow {
 				t.Errorf("got pod-b mode %q, want shadow (nothing applied)", got)
 			}
 		}},
 		{"KillSwitchEngagesAfterConfirmation", func(t *testing.T) {
-			b.t = t
-			b.do(chromedp.Click(chromedp.CSS("#killswitch-engage")))
-			b.waitFor(`document.querySelector("#confirm-dialog").open`)
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS("#killswitch-engage")))
+			b.WaitFor(`document.querySelector("#confirm-dialog").open`)
 			if api.killSwitch().Engaged {
 				t.Fatalf("got the kill switch engaged before confirmation, want it off")
 			}
-			b.do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "checkout errors"), chromedp.Click(chromedp.CSS("#confirm-ok")))
-			b.waitFor(`document.querySelector("#killswitch-state").dataset.engaged === "true"`)
-			if got := b.text("#killswitch-state"); !strings.Contains(got, "Engaged") || !strings.Contains(got, "pod-a") {
+			b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "checkout errors"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(`document.querySelector("#killswitch-state").dataset.engaged === "true"`)
+			if got := b.Text("#killswitch-state"); !strings.Contains(got, "Engaged") || !strings.Contains(got, "pod-a") {
 				t.Errorf("got kill switch state %q, want engaged for pod-a", got)
 			}
-			b.waitFor(`document.querySelector('[data-pod="pod-a"] [data-field="kill_switch"]').textContent === "engaged"`)
+			b.WaitFor(`document.querySelector('[data-pod="pod-a"] [data-field="kill_switch"]').textContent === "engaged"`)
 			posts := api.requestsTo(http.MethodPost, "/admin/killswitch")
 			if len(posts) != 1 {
 				t.Fatalf("got %d POSTs of the kill switch, want 1", len(posts))
@@ -203,7 +178,7 @@ func TestDashboard(t *testing.T) {
 			}
 		}},
 		{"EveryAPICallCarriesTheToken", func(t *testing.T) {
-			b.t = t
+			b.T = t
 			reqs := api.allRequests()
 			if len(reqs) == 0 {
 				t.Fatal("got no admin API request, want some")
@@ -218,8 +193,8 @@ func TestDashboard(t *testing.T) {
 			}
 		}},
 		{"Screenshot", func(t *testing.T) {
-			b.t = t
-			png := eval2(b, chromedp.FullScreenshot(100))
+			b.T = t
+			png := browsertest.Run(b, chromedp.FullScreenshot(100))
 			dir := filepath.Join("..", "..", "artifacts")
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
@@ -237,59 +212,6 @@ func TestDashboard(t *testing.T) {
 			return // later steps build on this one
 		}
 	}
-}
-
-// browser runs chromedp actions and fails the current (sub)test on error.
-type browser struct {
-	t   *testing.T
-	ctx context.Context
-}
-
-func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		b.t.Fatalf("browser: %v", err)
-	}
-}
-
-// waitFor waits until the JavaScript expression is truthy on the page.
-func (b *browser) waitFor(expr string) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		b.t.Fatalf("waiting for %s: %v (page text: %s)", expr, err, b.pageText())
-	}
-}
-
-func (b *browser) text(sel string) string {
-	b.t.Helper()
-	return eval[string](b, fmt.Sprintf(`document.querySelector(%q)?.textContent?.trim() ?? ""`, sel))
-}
-
-func (b *browser) pageText() string {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-	return s
-}
-
-func eval[T any](b *browser, expr string) T {
-	b.t.Helper()
-	return eval2(b, chromedp.Evaluate[T](expr))
-}
-
-func eval2[T any](b *browser, a chromedp.Action[T]) T {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		b.t.Fatalf("browser: %v", err)
-	}
-	return v
 }
 
 // newServer serves the embedded dashboard at / and the fake admin API under
