@@ -6,7 +6,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -161,25 +160,7 @@ func (s *ControlStore) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.DBName != "" {
-		if err := createDatabase(ctx, *cfg); err != nil {
-			return err
-		}
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return fmt.Errorf("mysqlres: open control database: %w", err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(2)
-	sub, err := fs.Sub(controlMigrationFS, "controlmigrations")
-	if err != nil {
-		return err
-	}
-	if err := applyMigrations(ctx, db, sub, ControlMigrationsTable); err != nil {
-		return translate("migrate", err)
-	}
-	return nil
+	return migrateDatabase(ctx, *cfg, controlMigrationFS, "controlmigrations", ControlMigrationsTable)
 }
 
 // controlTx runs fn in a transaction, again on deadlock or lock-wait

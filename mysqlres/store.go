@@ -238,22 +238,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return migrateDatabase(ctx, *cfg, migrationFS, "migrations", MigrationsTable)
+}
+
+// migrateDatabase creates cfg's database when it is missing and the user
+// may, then applies the migrations under dir of fsys, recorded in table.
+func migrateDatabase(ctx context.Context, cfg mysql.Config, fsys fs.FS, dir, table string) error {
 	if cfg.DBName != "" {
-		if err := createDatabase(ctx, *cfg); err != nil {
+		if err := createDatabase(ctx, cfg); err != nil {
 			return err
 		}
 	}
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return fmt.Errorf("mysqlres: open: %w", err)
+		return fmt.Errorf("mysqlres: open %s: %w", cfg.DBName, err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(2)
-	sub, err := fs.Sub(migrationFS, "migrations")
+	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return err
 	}
-	if err := applyMigrations(ctx, db, sub, MigrationsTable); err != nil {
+	if err := applyMigrations(ctx, db, sub, table); err != nil {
 		return translate("migrate", err)
 	}
 	return nil
