@@ -232,7 +232,7 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 			zap.Int64("shop_id", shopID), zap.String("cart_token", token), zap.Strings("answer", out))
 		return nil, fmt.Errorf("redisres: claim of cart %s: unexpected answer %q", token, out)
 	}
-	if out[0] == "claimed" && out[2] != statusReserved {
+	if out[0] == "claimed" && out[2] != statusReserved && out[2] != statusClaiming {
 		s.countWindow("claim")
 		s.Logger.Warn("claim completed after the hold was freed; sold units taken back from available",
 			zap.Int64("shop_id", shopID), zap.String("cart_token", token), zap.String("freed_as", out[2]))
