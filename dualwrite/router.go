@@ -60,20 +60,35 @@ type Router struct {
 	// DefaultTTL is the hold TTL when a request names none (default 10m); the
 	// router resolves it so both stores hold for the same time.
 	DefaultTTL time.Duration
+	// BackfillFollow is how long, at most, a pod left in redis after a
+	// Backfill keeps writing MySQL as its shadow, waiting for the switch to
+	// shadow (default 10s); past it, MySQL drifts and the audit says so.
+	BackfillFollow time.Duration
 	// AuditSettle is how long the drift audit waits before it re-checks a
 	// position that disagreed, so holds in flight are not reported (default
 	// 4 x ShadowTimeout).
 	AuditSettle time.Duration
 	Now         func() time.Time
 
-	once     sync.Once
-	slots    chan struct{}
-	wg       sync.WaitGroup
-	pending  atomic.Int64 // shadow jobs in flight, for Wait
-	mu       sync.Mutex
-	carts    map[cartKey]chan struct{} // last shadow op per cart, for ordering
-	closed   bool
-	closeMux sync.Mutex
+	once    sync.Once
+	slots   chan struct{}
+	wg      sync.WaitGroup
+	pending atomic.Int64 // shadow jobs in flight, for Wait
+	// mu guards epoch and carts: the admission of every operation.
+	mu    sync.Mutex
+	epoch *epoch
+	// carts holds, per cart, the end of the SoT call of its latest admitted
+	// operation, for the order of the SoT's operations (admit).
+	carts map[cartKey]chan struct{}
+	// shadowCarts holds, per cart, the completion of its latest shadow job
+	// (with repair), for the order of the shadow's operations.
+	shadowCarts map[cartKey]chan struct{}
+	fenced      atomic.Int64 // fences that ran out of time
+	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
+	// redis after a Backfill; 0 when not.
+	followUntil atomic.Int64
+	closed      bool
+	closeMux    sync.Mutex
 }
 
 type cartKey struct {
@@ -92,6 +107,9 @@ func (r *Router) init() {
 		if r.DefaultTTL <= 0 {
 			r.DefaultTTL = 10 * time.Minute
 		}
+		if r.BackfillFollow <= 0 {
+			r.BackfillFollow = 10 * time.Second
+		}
 		if r.AuditSettle <= 0 {
 			r.AuditSettle = 4 * r.ShadowTimeout
 		}
@@ -100,6 +118,7 @@ func (r *Router) init() {
 		}
 		r.slots = make(chan struct{}, r.MaxInflight)
 		r.carts = make(map[cartKey]chan struct{})
+		r.shadowCarts = make(map[cartKey]chan struct{})
 	})
 }
 
@@ -162,9 +181,14 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 		return nil, err
 	}
 	req.TTL = req.TTLOr(r.DefaultTTL)
-	mode, sot, shadow := r.route()
+	o, err := r.admit(ctx, &cartKey{req.ShopID, req.CartToken}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer o.done()
+	sot, shadow := o.sot, o.shadow
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	job := r.goShadow(ctx, mode, tandem.OpReserve, shadow, req.ShopID, req.CartToken, false,
+	job := r.goShadow(ctx, o, tandem.OpReserve, false,
 		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) },
 		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
 			return r.repairReserve(ctx, shadow, req, primary, sh)
@@ -228,21 +252,38 @@ func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationSto
 }
 
 // reservePinned takes in the shadow exactly the SoT's lines, retrying while
-// the shadow is short until ctx ends.
+// the shadow is short until ctx ends. It asks with the buyer's own request
+// first, for the first half of its time, discarding a hold taken in other
+// groups than the SoT's: the stored request (its fingerprint) must be the
+// buyer's, or an identical retry after a flip to this store would be
+// refused as a conflict. Only then does it pin each line to the SoT's group
+// (a request of its own, with its own fingerprint: a last resort).
 func (r *Router) reservePinned(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary tandem.Outcome) (tandem.Outcome, bool) {
 	pinned := req
 	pinned.Lines = make([]tandem.LineRequest, len(primary.Lines))
 	for i, l := range primary.Lines {
 		pinned.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
 	}
+	own := time.Now().Add(r.ShadowTimeout / 2)
+	if dl, ok := ctx.Deadline(); ok {
+		own = time.Now().Add(time.Until(dl) / 2)
+	}
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
+		ask := pinned
+		if time.Now().Before(own) {
+			ask = req
+		}
 		start := time.Now()
-		res, err := shadow.Reserve(ctx, pinned)
+		res, err := shadow.Reserve(ctx, ask)
 		if err == nil {
 			o := tandem.OutcomeOf(shadow.Name(), res, nil, time.Since(start))
-			return o, sameLines(primary.Lines, o.Lines)
-		}
-		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+			if sameLines(primary.Lines, o.Lines) {
+				return o, true
+			}
+			if r.discard(ctx, shadow, req.ShopID, req.CartToken) != nil {
+				return o, false
+			}
+		} else if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
 			return tandem.Outcome{}, false
 		}
 		select {
@@ -285,14 +326,19 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
-	mode, sot, shadow := r.route()
+	o, err := r.admit(ctx, &cartKey{shopID, cartToken}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer o.done()
+	sot, shadow := o.sot, o.shadow
 	// The shadow settles after the SoT, and only if the SoT answered: the SoT
 	// decides what the ledger loses (its lines, its groups), the shadow only
 	// settles its copy (the ledger's claim record makes its own deduction a
 	// no-op), and a request the SoT could not serve (503) changes nothing.
 	// A shadow that timed out or failed is asked once more, within the
 	// repair's bound: claim and release are idempotent.
-	job := r.goShadow(ctx, mode, op, shadow, shopID, cartToken, true,
+	job := r.goShadow(ctx, o, op, true,
 		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) },
 		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
 			if sh.Status == "timeout" || sh.Status == tandem.EUNAVAILABLE || sh.Status == tandem.EINTERNAL {
@@ -354,7 +400,12 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
-	_, sot, _ := r.route()
+	o, err := r.admit(ctx, &cartKey{shopID, cartToken}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer o.done()
+	sot := o.sot
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
 		if o := r.other(sot); o != nil {
@@ -375,7 +426,12 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 	if onHand < 0 || onHand > tandem.MaxOnHand {
 		return nil, tandem.Errorf(tandem.EINVALID, "on_hand must be 0..%d", tandem.MaxOnHand)
 	}
-	mode, sot, shadow := r.route()
+	o, err := r.admit(ctx, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	defer o.done()
+	mode, sot, shadow := o.mode, o.sot, o.shadow
 	start := time.Now()
 	c, err := sot.SetOnHand(ctx, key, onHand)
 	if err != nil {
@@ -469,13 +525,16 @@ func (j *shadowJob) wait(ctx context.Context, d time.Duration) (tandem.Outcome, 
 // before it gives up comparing (the SoT call is bounded by the request).
 const primaryWait = 30 * time.Second
 
-// goShadow runs op on the shadow store, after the earlier shadow jobs of the
-// same cart, under the shadow timeout and the in-flight cap; then, once the
-// SoT's outcome is known, repair (if any) and the comparison, still in the
-// cart's order. It returns nil when the mode has no shadow.
-func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shadow tandem.ReservationStore, shopID int64, token string,
+// goShadow runs op on the admitted operation's shadow store under the
+// shadow timeout and the in-flight cap; then, once the SoT's outcome is
+// known, repair (if any) and the comparison, after the earlier shadow jobs
+// of the same cart. The operation stays open in its epoch until the job is
+// done, so that a change of SoT waits for it (admit). It returns nil when
+// the mode has no shadow.
+func (r *Router) goShadow(ctx context.Context, o *op, op string,
 	afterPrimary bool, run func(ctx context.Context) (*tandem.Reservation, error),
 	repair func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool)) *shadowJob {
+	mode, shadow, shopID, token := o.mode, o.shadow, o.ck.shop, o.ck.token
 	if shadow == nil {
 		return nil
 	}
@@ -510,26 +569,28 @@ func (r *Router) goShadow(ctx context.Context, mode tandem.Mode, op string, shad
 	ck := cartKey{shopID, token}
 	done := make(chan struct{})
 	r.mu.Lock()
-	prev := r.carts[ck]
-	r.carts[ck] = done
+	prev := r.shadowCarts[ck]
+	r.shadowCarts[ck] = done
 	r.mu.Unlock()
 
 	base := context.WithoutCancel(ctx)
+	o.hold()
 	go func() {
 		defer r.wg.Done()
 		defer r.pending.Add(-1)
+		defer o.unref()
 		defer func() {
 			close(done)
 			r.mu.Lock()
-			if r.carts[ck] == done {
-				delete(r.carts, ck)
+			if r.shadowCarts[ck] == done {
+				delete(r.shadowCarts, ck)
 			}
 			r.mu.Unlock()
 		}()
 		var p tandem.Outcome
 		havePrimary := false
 		if afterPrimary {
-			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || sotFailed(p) {
+			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !settles(p) {
 				job.rawCh <- tandem.Outcome{Store: shadow.Name(), Status: "skipped"}
 				<-r.slots
 				return
@@ -584,6 +645,22 @@ func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
 	case <-t.C:
 		return tandem.Outcome{}, false
 	}
+}
+
+// settles reports whether the shadow follows a claim or release the SoT
+// answered p: only one the SoT settled (the shadow settles its copy), or a
+// cart the SoT does not know (the shadow's copy, from an earlier SoT, is
+// the buyer's answer). A cart the SoT refuses as gone or already claimed is
+// left to the shadow's own state and reaper: a shadow claim of a hold the
+// SoT saw expire would deduct the ledger for a sale the buyer was refused
+// (the shadow's copy expires later, having landed later), and a shadow
+// release of a cart the SoT sold would put sold units back on sale.
+func settles(p tandem.Outcome) bool {
+	switch p.Status {
+	case string(tandem.StatusClaimed), string(tandem.StatusReleased), tandem.ENOTFOUND:
+		return true
+	}
+	return false
 }
 
 // sotFailed reports whether the SoT could not answer; there is nothing to

@@ -273,8 +273,10 @@ func TestRouter_ShadowBounded(t *testing.T) {
 	if got := kinds[tandem.KindShadowDropped] + kinds[tandem.KindShadowTimeout]; got != 20 {
 		t.Errorf("got %d dropped+timed out of 20, want 20", got)
 	}
-	if got := slow.calls.Load(); got > 20-int64(kinds[tandem.KindShadowDropped]) {
-		t.Errorf("slow store called %d times, want at most the admitted ones", got)
+	// An admitted reserve that timed out is asked once more by the repair
+	// (its answer, not its work, may have been lost); a dropped one never.
+	if got := slow.calls.Load(); got > 2*(20-int64(kinds[tandem.KindShadowDropped])) {
+		t.Errorf("slow store called %d times, want at most twice the admitted ones", got)
 	}
 }
 

@@ -29,6 +29,9 @@ const (
 	insertLinesSQL         = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
 	lineValuesSQL          = "(?, ?, ?, ?, ?, ?, 1)"
 	slowSelectSQL          = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
+	// stockLeftSQL counts, without locking, a candidate's committed pool
+	// rows (those locked by other transactions included) and unpooled units.
+	stockLeftSQL = "(SELECT %d AS cand, (SELECT COUNT(*) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?) + COALESCE((SELECT GREATEST(unpooled, 0) FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), 0) AS n)"
 )
 
 var (
@@ -169,6 +172,42 @@ func unitSelect(cands []candidate, idx []int, want []int64, below bool) (string,
 	return reserveHeadSQL + strings.Join(parts, " UNION ALL "), args
 }
 
+// outOfStock reports whether none of the candidates idx can cover its want
+// from the committed pool rows and unpooled units, read without locking.
+func outOfStock(ctx context.Context, tx *batchTx, cands []candidate, idx []int) (bool, error) {
+	parts := make([]string, 0, len(idx))
+	args := make([]any, 0, 6*len(idx))
+	for _, i := range idx {
+		k := cands[i].key
+		parts = append(parts, fmt.Sprintf(stockLeftSQL, i))
+		args = append(args, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID)
+	}
+	stmt := reserveHeadSQL + strings.Join(parts, " UNION ALL ")
+	if len(parts) == 1 {
+		stmt = reserveHeadSQL + strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")")
+	}
+	rows, err := tx.query(ctx, stmt, args...)
+	if err != nil {
+		return false, fmt.Errorf("stock left: %w", err)
+	}
+	defer rows.Close()
+	out := true
+	for rows.Next() {
+		var c int
+		var n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			return false, fmt.Errorf("stock left: %w", err)
+		}
+		if n >= cands[c].want {
+			out = false
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("stock left: %w", err)
+	}
+	return out, nil
+}
+
 // scanUnits runs a unitSelect and appends the ids to got per candidate.
 func scanUnits(ctx context.Context, tx *batchTx, stmt string, args []any, got [][]int64) error {
 	rows, err := tx.query(ctx, stmt, args...)
@@ -235,9 +274,11 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 			}
 		}
 		c := 0
+		var passed []int // candidates passed over as out of stock
 		for _, l := range req.Lines {
 			var chosen *take
 			preferred := true
+			var skipped []int
 			for range l.GroupIDs {
 				cd := cands[c]
 				c++
@@ -247,6 +288,7 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 				if int64(len(got[c-1])) >= l.Quantity {
 					if preferred {
 						chosen = &take{key: cd.key, ids: got[c-1]}
+						passed = append(passed, skipped...)
 					}
 					continue
 				}
@@ -256,12 +298,26 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 				// otherwise the slow path decides with the ledger locked.
 				if !s.repl.drainedRecently(cd.key) {
 					preferred = false
+				} else {
+					skipped = append(skipped, c-1)
 				}
 			}
 			if chosen == nil {
 				return errShort
 			}
 			takes = append(takes, *chosen)
+		}
+		// Drained recently is a hint, not a fact: units SKIP LOCKED did not
+		// see may be locked by a transaction that rolls back (a retried
+		// reserve finds its token taken only at its insert), or a restock
+		// may have refilled the ledger since. Pass a group over only when
+		// the committed state agrees it cannot cover the line.
+		if len(passed) > 0 {
+			if out, err := outOfStock(ctx, tx, cands, passed); err != nil {
+				return err
+			} else if !out {
+				return errShort
+			}
 		}
 		stmts, targs := takeBatch(tagReserve, req, fp, takes, now, expires)
 		if err := tx.commit(ctx, stmts, targs...); err != nil {

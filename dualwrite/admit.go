@@ -1,0 +1,217 @@
+package dualwrite
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Admission orders the router's operations in two ways, both needed for the
+// buyer to see one inventory while a store answers and the other follows
+// concurrently:
+//
+//   - Per cart: an operation on a cart calls the SoT only once the SoT call
+//     of the cart's previous operation is done (and its shadow job runs
+//     after the previous shadow job, see goShadow). Otherwise a claim or
+//     release racing the cart's reserve finds nothing in the SoT (the
+//     reserve has not landed), is answered from the other store's copy
+//     ("honoured"), and leaves the SoT holding a cart the buyer was told is
+//     claimed or released. Checkout operates on one cart from one buyer, a
+//     payment apart: the wait is almost always nil.
+//
+//   - Per SoT (the fence): operations are admitted in epochs of one SoT.
+//     When the effective SoT changes (a mode flip, the kill switch), a new
+//     operation waits until every operation admitted under the previous SoT
+//     is done, so that the new SoT holds every hold the old one granted
+//     before it answers anyone (else a second buyer gets the unit), and a
+//     cart settled under the old SoT is settled in the new one. The cost:
+//     requests arriving at a flip wait for the requests in flight at it,
+//     at most the fence bound (fenceWait); a fence that runs out lets the
+//     request through (availability first) and is counted (FenceTimeouts).
+//
+// Both orders are per router, that is per `tandem serve` instance: two
+// instances apply a flip up to a second apart, and for that second each
+// answers from its own SoT. No order between instances exists to make that
+// window linearizable; rollout keeps it short and the audit catches drift.
+
+// epoch is a span of operations admitted under one SoT.
+type epoch struct {
+	sot    string
+	active int
+	// closing is set when an operation waits for the epoch to drain: no
+	// more are admitted into it, so the wait ends.
+	closing bool
+	// drained is closed (and replaced) each time active falls to zero.
+	drained chan struct{}
+}
+
+// op is one admitted operation, done when its SoT call and its shadow job
+// (with repair) have both finished.
+type op struct {
+	r    *Router
+	ep   *epoch
+	ck   cartKey
+	link chan struct{} // closed when the SoT call is done; nil when the op is not in the cart's order
+	refs atomic.Int32
+
+	mode   tandem.Mode
+	sot    tandem.ReservationStore
+	shadow tandem.ReservationStore
+}
+
+// fenceWait bounds each wait of an admission: for the previous SoT's
+// operations and for the cart's previous operation. A shadow job runs its
+// store call and its repair under ShadowTimeout each.
+func (r *Router) fenceWait() time.Duration { return 2*r.ShadowTimeout + 100*time.Millisecond }
+
+// FenceTimeouts returns how many waits of an admission ran out of time and
+// let a request through before the operations it should follow were done.
+func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
+
+// admit admits an operation under the effective mode, after the previous
+// SoT's operations are done (if the SoT changed) and, when ck is set, after
+// the cart's previous operation; with register it becomes the cart's latest
+// operation (reads follow the order without joining it). It returns
+// EUNAVAILABLE when ctx ends first. The caller must call done once.
+func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
+	return r.admitAs(ctx, ck, register, false)
+}
+
+// rebuilding is the epoch of a Backfill: it runs alone.
+const rebuilding = "rebuild"
+
+// admitAs is admit; exclusive admits a Backfill as an epoch of its own, after
+// every operation in flight and before any other.
+func (r *Router) admitAs(ctx context.Context, ck *cartKey, register, exclusive bool) (*op, error) {
+	r.init()
+	wait := r.fenceWait()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	expired := false
+	r.mu.Lock()
+	for {
+		mode := r.routeMode()
+		sot := mode.SourceOfTruth()
+		if exclusive {
+			sot = rebuilding
+		}
+		ep := r.epoch
+		if ep != nil && (ep.sot != sot || exclusive || ep.closing) && ep.active > 0 && !expired {
+			ep.closing = true
+			drained := ep.drained
+			r.mu.Unlock()
+			select {
+			case <-drained:
+			case <-timer.C:
+				expired = true
+				r.fenced.Add(1)
+			case <-ctx.Done():
+				return nil, tandem.Errorf(tandem.EUNAVAILABLE, "pod %s is switching its source of truth to %s: %v", r.Pod, sot, ctx.Err())
+			}
+			r.mu.Lock()
+			continue
+		}
+		if ep == nil || ep.sot != sot || ep.active == 0 || ep.closing || exclusive {
+			ep = &epoch{sot: sot, drained: make(chan struct{})}
+			r.epoch = ep
+		}
+		ep.active++
+		o := &op{r: r, ep: ep, mode: mode, sot: r.store(mode.SourceOfTruth()), shadow: r.store(mode.Shadow())}
+		o.refs.Store(1)
+		var prev chan struct{}
+		if ck != nil {
+			o.ck = *ck
+			prev = r.carts[*ck]
+			if register {
+				o.link = make(chan struct{})
+				r.carts[*ck] = o.link
+			}
+		}
+		r.mu.Unlock()
+		if prev == nil {
+			return o, nil
+		}
+		if !expired {
+			select {
+			case <-prev:
+				return o, nil
+			case <-timer.C:
+				r.fenced.Add(1)
+				return o, nil
+			case <-ctx.Done():
+			}
+		} else {
+			select {
+			case <-prev:
+				return o, nil
+			default:
+				r.fenced.Add(1)
+				return o, nil
+			}
+		}
+		// The request gives up; its place in the cart's order is kept until
+		// the operation before it is done, so the next one still follows it.
+		go func() {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-prev:
+			case <-t.C:
+			}
+			o.done()
+		}()
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "cart %s is busy with an earlier request: %v", ck.token, ctx.Err())
+	}
+}
+
+// hold keeps the operation open for a shadow job, which calls unref.
+func (o *op) hold() { o.refs.Add(1) }
+
+// done ends the SoT's part of the operation: the cart's next operation may
+// call the SoT.
+func (o *op) done() {
+	r := o.r
+	r.mu.Lock()
+	if o.link != nil {
+		close(o.link)
+		if r.carts[o.ck] == o.link {
+			delete(r.carts, o.ck)
+		}
+		o.link = nil
+	}
+	r.mu.Unlock()
+	o.unref()
+}
+
+// unref ends one part of the operation; the last one ends it in its epoch.
+func (o *op) unref() {
+	if o.refs.Add(-1) > 0 {
+		return
+	}
+	r := o.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o.ep.active--
+	if o.ep.active == 0 {
+		close(o.ep.drained)
+		o.ep.drained = make(chan struct{})
+	}
+}
+
+// routeMode is the mode the router routes by: the effective mode, except
+// that a pod still in redis right after a Backfill already writes MySQL as
+// its shadow, so that MySQL misses no hold between the backfill and the
+// switch to shadow. The first other mode seen, or BackfillFollow, ends it.
+func (r *Router) routeMode() tandem.Mode {
+	m := r.Mode()
+	if m != tandem.ModeRedis {
+		r.followUntil.Store(0)
+		return m
+	}
+	if until := r.followUntil.Load(); until != 0 && r.Now().UnixNano() < until {
+		return tandem.ModeShadow
+	}
+	return m
+}

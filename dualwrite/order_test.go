@@ -1,0 +1,277 @@
+package dualwrite_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/mysqlres"
+	"github.com/tandemhq/tandem/redisres"
+)
+
+// slowRedis delays the reserves of one cart (every cart when token is
+// empty) in a Redis store, keeping its other methods (Discard,
+// FollowOnHand, Rebuild) for the router's repairs.
+type slowRedis struct {
+	*redisres.Store
+	delay time.Duration
+	token string
+}
+
+func (s *slowRedis) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	if s.token == "" || s.token == req.CartToken {
+		time.Sleep(s.delay)
+	}
+	return s.Store.Reserve(ctx, req)
+}
+
+// slowMySQL delays the reserves of one cart in a MySQL store, as slowRedis.
+type slowMySQL struct {
+	*mysqlres.Store
+	delay time.Duration
+	token string
+}
+
+func (s *slowMySQL) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	if s.token == "" || s.token == req.CartToken {
+		time.Sleep(s.delay)
+	}
+	return s.Store.Reserve(ctx, req)
+}
+
+// status returns the cart's status in one store, "" when it never saw it.
+func status(t *testing.T, s tandem.ReservationStore, shop int64, token string) tandem.Status {
+	t.Helper()
+	res, err := s.Get(ctx, shop, token)
+	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
+		return ""
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
+}
+
+// A claim or release issued while the cart's reserve is still on its way
+// to the SoT settles the hold that reserve makes: it follows the reserve
+// (the cart's order), rather than finding nothing in the SoT and being
+// answered from the shadow's copy while the SoT keeps the hold.
+func TestRouter_SettleFollowsReserve(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		settle func(p *pod, shop int64, token string) (*tandem.Reservation, error)
+		want   tandem.Status
+	}{
+		{"Claim", func(p *pod, shop int64, token string) (*tandem.Reservation, error) { return p.Claim(ctx, shop, token) }, tandem.StatusClaimed},
+		{"Release", func(p *pod, shop int64, token string) (*tandem.Reservation, error) {
+			return p.Release(ctx, shop, token)
+		}, tandem.StatusReleased},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustOpenPod(t, tandem.ModeShadow)
+			p.Router.Redis = &slowRedis{Store: p.redis, delay: 300 * time.Millisecond} // the SoT
+			k := tandem.Key{ShopID: 5, ItemID: 1, GroupID: 1}
+			if _, err := p.SetOnHand(ctx, k, 3); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			var resErr error
+			go func() {
+				defer wg.Done()
+				_, resErr = p.Reserve(ctx, cart("racer", 5, one(1, 1, 1)))
+			}()
+			time.Sleep(100 * time.Millisecond) // the reserve is in the SoT's hands
+			res, err := tc.settle(p, 5, "racer")
+			wg.Wait()
+			if resErr != nil {
+				t.Fatal(resErr)
+			}
+			if err != nil || res.Status != tc.want {
+				t.Fatalf("got %+v, %v, want %s", res, err, tc.want)
+			}
+			p.Wait()
+			if got := status(t, p.redis, 5, "racer"); got != tc.want {
+				t.Errorf("redis (SoT) status: got %q, want %s as the buyer was told", got, tc.want)
+			}
+			if got := status(t, p.mysql, 5, "racer"); got != tc.want {
+				t.Errorf("mysql (shadow) status: got %q, want %s as the buyer was told", got, tc.want)
+			}
+			p.mustAuditClean(t)
+		})
+	}
+}
+
+// When the SoT changes (a flip, the kill switch), a hold the old SoT granted
+// whose shadow copy is still on its way is in the new SoT before the new SoT
+// answers anyone: the last unit is not sold twice.
+func TestRouter_FlipFence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		from tandem.Mode
+		slow func(p *pod) // makes the old SoT's shadow slow
+		flip func(p *pod)
+	}{
+		{"ShadowToMySQL", tandem.ModeShadow,
+			func(p *pod) {
+				p.Router.MySQL = &slowMySQL{Store: p.mysql, delay: 300 * time.Millisecond, token: "first"}
+			},
+			func(p *pod) { p.modes.set(tandem.ModeMySQL) }},
+		{"KillSwitch", tandem.ModeMySQL,
+			func(p *pod) {
+				p.Router.Redis = &slowRedis{Store: p.redis, delay: 300 * time.Millisecond, token: "first"}
+			},
+			func(p *pod) { p.kill.on.Store(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustOpenPod(t, tandem.ModeShadow)
+			k := tandem.Key{ShopID: 6, ItemID: 1, GroupID: 1}
+			if _, err := p.SetOnHand(ctx, k, 1); err != nil {
+				t.Fatal(err)
+			}
+			p.modes.set(tc.from)
+			tc.slow(p)
+			if _, err := p.Reserve(ctx, cart("first", 6, one(1, 1, 1))); err != nil {
+				t.Fatal(err)
+			}
+			tc.flip(p)
+			res, err := p.Reserve(ctx, cart("second", 6, one(1, 1, 1)))
+			if got := tandem.ErrorCode(err); got != tandem.EINSUFFICIENT {
+				t.Fatalf("reserve of the last unit again after the flip: got %+v, %q, want %s", res, got, tandem.EINSUFFICIENT)
+			}
+			if got, err := p.Claim(ctx, 6, "first"); err != nil || got.Status != tandem.StatusClaimed {
+				t.Fatalf("claim of the first hold after the flip: got %+v, %v, want claimed", got, err)
+			}
+			if got := p.onHand(t, k); got != 0 {
+				t.Errorf("ledger on_hand: got %d, want 0", got)
+			}
+			if got := p.FenceTimeouts(); got != 0 {
+				t.Errorf("fence timeouts: got %d, want 0", got)
+			}
+			p.mustAuditClean(t)
+		})
+	}
+}
+
+// A hold granted in Redis after the backfill and before the switch to
+// shadow is in MySQL too: the pod goes on to mysql without selling it twice.
+func TestRouter_BackfillFollows(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis)
+	k := tandem.Key{ShopID: 7, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Backfill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reserve(ctx, cart("between", 7, one(1, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	if got := p.counters(t, p.mysql, k); got.Reserved != 2 {
+		t.Errorf("mysql after a reserve between backfill and shadow: got %+v, want 2 held", got)
+	}
+	p.modes.set(tandem.ModeShadow)
+	p.mustAuditClean(t)
+	p.modes.set(tandem.ModeMySQL)
+	res, err := p.Reserve(ctx, cart("later", 7, one(1, 1, 1)))
+	if got := tandem.ErrorCode(err); got != tandem.EINSUFFICIENT {
+		t.Fatalf("reserve in mysql with every unit held: got %+v, %q, want %s", res, got, tandem.EINSUFFICIENT)
+	}
+	if got, err := p.Claim(ctx, 7, "between"); err != nil || got.Status != tandem.StatusClaimed {
+		t.Fatalf("claim: got %+v, %v, want claimed", got, err)
+	}
+	p.mustAuditClean(t)
+}
+
+// A claim or release the SoT refuses (gone, already claimed) changes
+// nothing in the shadow: a shadow claim of a hold the SoT saw end would
+// deduct the ledger for a sale the buyer was refused, and a shadow release
+// of a cart the SoT sold would put sold units back on sale.
+func TestRouter_ShadowFollowsRefusal(t *testing.T) {
+	t.Run("ClaimGone", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 8, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Reserve(ctx, cart("ended", 8, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		// The SoT's hold ends first (as when the shadow's copy, landed later,
+		// expires later).
+		if _, err := p.redis.Release(ctx, 8, "ended"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p.Claim(ctx, 8, "ended")
+		if got := tandem.ErrorCode(err); got != tandem.EGONE {
+			t.Fatalf("claim: got %q, want %s", got, tandem.EGONE)
+		}
+		p.Wait()
+		if got := p.onHand(t, k); got != 4 {
+			t.Errorf("ledger on_hand: got %d, want 4 (the buyer was told gone)", got)
+		}
+		if got := status(t, p.mysql, 8, "ended"); got == tandem.StatusClaimed {
+			t.Errorf("mysql (shadow) status: got %s, want not claimed", got)
+		}
+	})
+	t.Run("ReleaseAlreadyClaimed", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeMySQL)
+		k := tandem.Key{ShopID: 9, ItemID: 1, GroupID: 1}
+		p.modes.set(tandem.ModeShadow)
+		if _, err := p.SetOnHand(ctx, k, 4); err != nil {
+			t.Fatal(err)
+		}
+		p.modes.set(tandem.ModeMySQL)
+		if _, err := p.Reserve(ctx, cart("sold", 9, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		if _, err := p.mysql.Claim(ctx, 9, "sold"); err != nil { // the SoT sells it
+			t.Fatal(err)
+		}
+		_, err := p.Release(ctx, 9, "sold")
+		if got := tandem.ErrorCode(err); got != tandem.EALREADYCLAIMED {
+			t.Fatalf("release: got %q, want %s", got, tandem.EALREADYCLAIMED)
+		}
+		p.Wait()
+		if got := status(t, p.redis, 9, "sold"); got == tandem.StatusReleased {
+			t.Errorf("redis (shadow) status: got %s, want not released: the units are sold", got)
+		}
+	})
+}
+
+// A shadow hold repaired into the SoT's groups keeps the buyer's request:
+// after a flip to that store, an identical retry is a replay, not a
+// conflict.
+func TestRouter_RepairKeepsRequest(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	for g := int64(1); g <= 2; g++ {
+		if _, err := p.SetOnHand(ctx, tandem.Key{ShopID: 10, ItemID: 1, GroupID: g}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A's shadow copy lands late: meanwhile MySQL offers B the unit of
+	// group 1 that Redis gave A.
+	p.Router.MySQL = &slowMySQL{Store: p.mysql, delay: 300 * time.Millisecond, token: "A"}
+	if _, err := p.Reserve(ctx, cart("A", 10, one(1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	b := cart("B", 10, one(1, 1, 1, 2))
+	res, err := p.Reserve(ctx, b)
+	if err != nil || res.Lines[0].GroupID != 2 {
+		t.Fatalf("reserve B: got %+v, %v, want reserved in group 2", res, err)
+	}
+	p.Wait()
+	if got := status(t, p.mysql, 10, "A"); got != tandem.StatusReserved {
+		t.Fatalf("mysql (shadow) status of A: got %q, want reserved", got)
+	}
+	p.modes.set(tandem.ModeMySQL)
+	again, err := p.Reserve(ctx, b)
+	if err != nil || !again.Replayed || again.Lines[0].GroupID != 2 {
+		t.Fatalf("identical retry of B after the flip: got %+v, %v, want the replay of its hold in group 2", again, err)
+	}
+	p.mustAuditClean(t)
+}
