@@ -36,6 +36,8 @@ var (
 		"Redis client pool connections of a pod.", []string{"pod", "state"}, nil)
 	descRedisPoolEvents = prometheus.NewDesc("tandem_redis_pool_events_total",
 		"Redis client pool hits, misses and timeouts of a pod.", []string{"pod", "event"}, nil)
+	descFenceTimeouts = prometheus.NewDesc("tandem_router_fence_timeouts_total",
+		"Requests that went through a source-of-truth change before the work admitted under the old source of truth had finished (the fence's bound ran out).", []string{"pod"}, nil)
 )
 
 // controlCollector exports the control plane's state at scrape time, so
@@ -46,7 +48,7 @@ type controlCollector struct{ m *Main }
 func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPodMode, descPodSoT, descKill, descVersion, descComparisons,
 		descDivergences, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
-		descRedisPool, descRedisPoolEvents} {
+		descRedisPool, descRedisPoolEvents, descFenceTimeouts} {
 		ch <- d
 	}
 }
@@ -83,6 +85,7 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descStoreLatency, l.P50/1000, name, store, "0.5")
 			gauge(descStoreLatency, l.P99/1000, name, store, "0.99")
 		}
+		counter(descFenceTimeouts, float64(p.router.FenceTimeouts()), name)
 		ps2 := p.rdb.PoolStats()
 		gauge(descRedisPool, float64(ps2.TotalConns), name, "total")
 		gauge(descRedisPool, float64(ps2.IdleConns), name, "idle")
