@@ -68,6 +68,7 @@ var demoPods = []struct {
 // 127.0.0.1:3306 if it answers, else a throwaway mariadbd under .demo/;
 // Redis on 127.0.0.1:6379 if it answers, else embedded miniredis. The demo
 // databases and Redis keys are recreated at every start.
+// TANDEM_DEMO_SPAWN_MYSQL and TANDEM_DEMO_EMBEDDED_REDIS force the fallbacks.
 func (m *Main) setUpDemo(ctx context.Context) error {
 	m.demo = &demoEnv{}
 	mysqlAddr := "127.0.0.1:3306"
@@ -79,7 +80,7 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 		mysqlAddr = addr
 	}
 	redisAddr := "127.0.0.1:6379"
-	if !answers(redisAddr) {
+	if os.Getenv("TANDEM_DEMO_EMBEDDED_REDIS") != "" || !answers(redisAddr) {
 		mr, err := miniredis.Run()
 		if err != nil {
 			return fmt.Errorf("demo: embedded Redis: %w", err)
