@@ -6,6 +6,7 @@
 package tandem
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -207,4 +208,23 @@ func (r *ReserveRequest) TTLOr(def time.Duration) time.Duration {
 		return r.TTL
 	}
 	return def
+}
+
+type asOfKey struct{}
+
+// WithAsOf returns ctx carrying the time a request arrived. Stores judge
+// whether a hold has expired, for a claim or a release, as of that time: a
+// buyer who claims in time is not refused because the request then waited
+// (behind the cart's earlier operation, a flip's fence, a lock). A hold the
+// reaper has already returned stays gone whatever the time says.
+func WithAsOf(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, asOfKey{}, t)
+}
+
+// AsOf returns the arrival time ctx carries, or now() when it carries none.
+func AsOf(ctx context.Context, now func() time.Time) time.Time {
+	if t, ok := ctx.Value(asOfKey{}).(time.Time); ok {
+		return t
+	}
+	return now()
 }

@@ -326,6 +326,9 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
+	// The hold's expiry is judged as of the request's arrival, whatever it
+	// then waits for (the cart's earlier operation, the fence, a lock).
+	ctx = tandem.WithAsOf(ctx, tandem.AsOf(ctx, r.Now))
 	o, err := r.admit(ctx, &cartKey{shopID, cartToken}, true)
 	if err != nil {
 		return nil, err

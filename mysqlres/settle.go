@@ -121,7 +121,7 @@ func (s *Store) Claim(ctx context.Context, shopID int64, cartToken string) (*tan
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
-	now := s.Now().UTC()
+	now := tandem.AsOf(ctx, s.Now).UTC()
 	var res *tandem.Reservation
 	err := s.withTx(ctx, tagClaim, func(tx *sql.Tx) error {
 		r, err := loadReservation(ctx, tx, tagClaim, shopID, cartToken, true)
@@ -168,7 +168,7 @@ func (s *Store) Release(ctx context.Context, shopID int64, cartToken string) (*t
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
-	now := s.Now().UTC()
+	now := tandem.AsOf(ctx, s.Now).UTC()
 	var res *tandem.Reservation
 	err := s.withTx(ctx, tagRelease, func(tx *sql.Tx) error {
 		r, err := loadReservation(ctx, tx, tagRelease, shopID, cartToken, true)

@@ -122,3 +122,30 @@ func TestClaimInterrupted(t *testing.T) {
 		}
 	})
 }
+
+// A claim that arrived before the expiry succeeds even when it is processed
+// after it, as long as the reaper has not returned the hold.
+func TestClaimAsOfArrival(t *testing.T) {
+	ctx := context.Background()
+	e, _ := MustOpenStore(t)
+	k := key(1, 10, 1)
+	if _, err := e.SetOnHand(ctx, k, 3); err != nil {
+		t.Fatal(err)
+	}
+	req := tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 1, 1)}}
+	if _, err := e.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	arrived := e.Clock.Now().Add(9 * time.Second)
+	e.Clock.Add(11 * time.Second) // processed after the expiry
+	if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EGONE {
+		t.Fatalf("claim judged now: got %v, want gone", err)
+	}
+	res, err := e.Claim(tandem.WithAsOf(ctx, arrived), 1, "c")
+	if err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim judged at arrival: got %+v, %v, want claimed", res, err)
+	}
+	if got, _ := e.Ledger.OnHand(ctx, k); got != 2 {
+		t.Errorf("ledger: got %d, want 2", got)
+	}
+}

@@ -169,7 +169,7 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 	} else if c == nil {
 		return nil, tandem.Errorf(tandem.ENOTFOUND, "cart %s was never reserved", token)
 	}
-	status, err := c.effectiveStatus(s.Now())
+	status, err := c.effectiveStatus(tandem.AsOf(ctx, s.Now))
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 
 	// Step 0: mark the hold claiming, so that no reaper returns its units
 	// while the sale is recorded in the ledger.
-	begin, err := s.scripts.beginClaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}, s.Now().UnixMilli(), c.lines).StringSlice()
+	begin, err := s.scripts.beginClaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}, tandem.AsOf(ctx, s.Now).UnixMilli(), c.lines).StringSlice()
 	if err != nil {
 		return nil, translate("claim", err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) Release(ctx context.Context, shopID int64, token string) (res *t
 			return nil, err
 		}
 		keys := s.lineKeys(shopID, token, lines)
-		out, err := s.scripts.release.Run(ctx, s.rdb, keys, token, s.Now().UnixMilli(), c.lines, s.Retention.Milliseconds()).StringSlice()
+		out, err := s.scripts.release.Run(ctx, s.rdb, keys, token, tandem.AsOf(ctx, s.Now).UnixMilli(), c.lines, s.Retention.Milliseconds()).StringSlice()
 		if err != nil {
 			return nil, translate("release", err)
 		}
