@@ -275,3 +275,46 @@ func TestRouter_RepairKeepsRequest(t *testing.T) {
 	}
 	p.mustAuditClean(t)
 }
+
+// A claim that lands while the shadow is still repairing the cart's
+// reserve deducts, through the shared ledger, the very unit the repair
+// retries for: the shadow never holds the cart. After a flip to that store
+// an identical retry of the claimed cart is still a conflict (the ledger's
+// claim record), not a new reserve answered insufficient_inventory, and a
+// claim retry is answered from the store that holds the claim.
+func TestRouter_ClaimDuringRepair(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k := tandem.Key{ShopID: 11, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 1); err != nil {
+		t.Fatal(err)
+	}
+	// At the sold-out boundary the stores picked different winners: MySQL
+	// (the shadow) gave the last unit to "loser", which Redis refused.
+	if _, err := p.mysql.Reserve(ctx, cart("loser", 11, one(1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	req := cart("buyer", 11, one(1, 1, 1))
+	if _, err := p.Reserve(ctx, req); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	res, err := p.Claim(ctx, 11, "buyer")
+	if err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim: got %+v, %v, want claimed", res, err)
+	}
+	if err := p.mysql.Discard(ctx, 11, "loser"); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	p.modes.set(tandem.ModeMySQL)
+	if _, err := p.Reserve(ctx, req); tandem.ErrorCode(err) != tandem.ECONFLICT {
+		t.Errorf("identical retry of the claimed cart after the flip: got %v, want %s", err, tandem.ECONFLICT)
+	}
+	again, err := p.Claim(ctx, 11, "buyer")
+	if err != nil || again.Status != tandem.StatusClaimed || len(again.Lines) != 1 || again.Lines[0].GroupID != 1 {
+		t.Errorf("claim retry after the flip: got %+v, %v, want claimed in group 1", again, err)
+	}
+	if got := p.onHand(t, k); got != 0 {
+		t.Errorf("ledger on_hand: got %d, want 0 (deducted once)", got)
+	}
+	p.mustAuditClean(t)
+}

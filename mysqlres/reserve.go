@@ -99,7 +99,8 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 }
 
 // replay answers a reserve whose token this store already knows: the
-// stored reservation for a retry while active, ECONFLICT otherwise. It
+// stored reservation for a retry while active, ECONFLICT otherwise (also
+// for a token this store never held but the ledger records as claimed). It
 // returns nil, nil for an unknown token.
 func (s *Store) replay(ctx context.Context, req tandem.ReserveRequest, fp string) (*tandem.Reservation, error) {
 	var r *stored
@@ -107,8 +108,18 @@ func (s *Store) replay(ctx context.Context, req tandem.ReserveRequest, fp string
 		r, err = loadReservation(ctx, conn, tagReserve, req.ShopID, req.CartToken, false)
 		return err
 	})
-	if err != nil || r == nil {
+	if err != nil {
 		return nil, err
+	}
+	if r == nil {
+		// Another store may have claimed the cart through the shared
+		// ledger while this one never held it (a shadow whose copy was
+		// still on its way): a claimed token is never reserved again.
+		claimed, err := s.Ledger().Claimed(ctx, req.ShopID, req.CartToken)
+		if err != nil || !claimed {
+			return nil, err
+		}
+		return nil, tandem.Errorf(tandem.ECONFLICT, "cart %s is already claimed", req.CartToken)
 	}
 	now := s.Now().UTC()
 	if !r.active(now) {
