@@ -68,9 +68,10 @@ type Comparison struct {
 	// Kind is "" for a match, else one of the divergence kinds.
 	Kind string
 	// Repaired is true when the shadow first answered differently only
-	// because of contention at the sold-out boundary (its units were briefly
-	// taken by carts the SoT refused, or the other way round) and the router
-	// brought it to the SoT's outcome; such a comparison counts as a match.
+	// because of contention (at the sold-out boundary its units were briefly
+	// taken by carts the SoT refused, or the other way round; or another
+	// cart's shadow release had not landed yet) and the router brought it to
+	// the SoT's outcome and groups; such a comparison counts as a match.
 	Repaired bool
 }
 

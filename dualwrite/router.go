@@ -206,7 +206,7 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 // sold-out boundary the two stores pick their winners concurrently, and the
 // shadow's units come back as the losers' holds are discarded. A hold in
 // other groups than the SoT's is discarded and retaken in the SoT's groups,
-// but still reported as a location_mismatch. It returns the shadow's final
+// and reported as a location_mismatch only when that fails. It returns the shadow's final
 // outcome and whether a contention-only difference was repaired.
 func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
 	granted := primary.Status == string(tandem.StatusReserved)
@@ -239,8 +239,14 @@ func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationSto
 		}
 		return sh, false
 	case held && !sameLines(primary.Lines, sh.Lines):
+		// Shadow work of other carts is not ordered with this one (a release
+		// that frees the preferred group may land just after), so another
+		// group is usually contention, like a short shadow: repaired when
+		// the SoT's groups can be retaken, a location_mismatch when not.
 		if err := r.discard(ctx, shadow, req.ShopID, req.CartToken); err == nil {
-			r.reservePinned(ctx, shadow, req, primary)
+			if o, ok := r.reservePinned(ctx, shadow, req, primary); ok {
+				return o, true
+			}
 		}
 		return sh, false
 	case granted && sh.Status == tandem.EINSUFFICIENT:
