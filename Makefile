@@ -1,15 +1,19 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build test test-short lint run bench benchmarks soak fuzz fmt
+.PHONY: build test test-deps test-short lint run bench benchmarks soak fuzz fmt
 
 # build: compile tandem and tandemctl into ./bin
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # test: the full suite with the race detector, against real MariaDB and Redis (never skips)
-test:
+test: test-deps
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# test-deps: install what the tests drive when missing (promtool, headless chromium; Debian packages)
+test-deps:
+	@scripts/test-deps
 
 # test-short: unit tests only (skips everything that needs MariaDB or Redis)
 test-short:
