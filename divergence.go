@@ -27,6 +27,33 @@ const (
 	OpAudit    = "audit"
 )
 
+// Statuses of an Outcome that are neither a reservation status nor an error
+// code: what the router saw of a shadow operation.
+const (
+	// OutcomeOK is a stock count that the store followed.
+	OutcomeOK = "ok"
+	// OutcomeTimeout is a shadow operation that ran out of shadow.timeout:
+	// its answer was lost, not necessarily its work.
+	OutcomeTimeout = "timeout"
+	// OutcomeDropped is a shadow operation not run: the in-flight cap was
+	// reached (the cart is converged later instead).
+	OutcomeDropped = "dropped"
+	// OutcomeSkipped is a claim or release the shadow does not follow,
+	// because the source of truth did not settle it.
+	OutcomeSkipped = "skipped"
+)
+
+// Failed reports whether the store gave no answer about the reservation: it
+// could not be reached or failed (unavailable, internal), the answer was
+// lost (timeout), or the operation never ran (dropped, skipped).
+func (o Outcome) Failed() bool {
+	switch o.Status {
+	case "", EUNAVAILABLE, EINTERNAL, OutcomeTimeout, OutcomeDropped, OutcomeSkipped:
+		return true
+	}
+	return false
+}
+
 // Outcome is what one store answered to one operation.
 type Outcome struct {
 	Store string `json:"store"`
@@ -107,4 +134,11 @@ type Audit struct {
 	Checked int       `json:"checked"`
 	Clean   bool      `json:"clean"`
 	Drifted []Drift   `json:"drifted"`
+	// Converged and Recounted say what the audit fixed by itself before it
+	// answered: carts made equal in the shadow, shadow positions set again
+	// from the ledger. Drifted is what was still wrong after that; a clean
+	// audit with fixes still reports the drift it found as state_drift.
+	Converged int   `json:"converged_carts"`
+	Recounted int   `json:"recounted_positions"`
+	Found     []Drift `json:"found,omitempty"`
 }

@@ -81,9 +81,78 @@ type Discarder interface {
 // committed in between had already lowered.
 type Follower interface {
 	// FollowOnHand makes the store's sellable count for key follow the
-	// ledger's new on_hand. Returns ECONFLICT when the store holds more
-	// than onHand for key (its count then stays as the ledger leaves it).
-	FollowOnHand(ctx context.Context, key Key, onHand int64) (*Counters, error)
+	// ledger's new on_hand. delta is the change the source of truth made
+	// to the ledger (onHand less the on_hand it replaced): a store that
+	// keeps its own copy of on_hand applies delta, which commutes with the
+	// claims still on their way to it, so no order between the stock count
+	// and those claims is needed; a store that reads the ledger reads back.
+	// Returns ECONFLICT when the store holds more than on_hand for key (its
+	// count then stays as the ledger leaves it).
+	FollowOnHand(ctx context.Context, key Key, onHand, delta int64) (*Counters, error)
+}
+
+// Placer is a store that can take a hold exactly as another store holds it:
+// the same lines in the same groups, the same expiry. The router converges
+// a shadow to its source of truth with it.
+type Placer interface {
+	// Place holds every line of hold in its group, or nothing. The hold
+	// keeps no request fingerprint: a retried reserve matches it by items,
+	// quantities and groups, so the buyer's identical retry after a flip
+	// is a replay. A hold already there with the same lines is answered
+	// with Replayed set. Returns EINSUFFICIENT (a group cannot cover its
+	// line now) and ECONFLICT (the token is known here in another state,
+	// or the ledger records the cart as claimed).
+	Place(ctx context.Context, hold Reservation) (*Reservation, error)
+}
+
+// ClaimSettler is a store whose sellable count is its own copy of the
+// ledger (redisres): when another store claimed a cart that this one does
+// not hold (its copy was never taken, or was released or expired here),
+// the ledger lost the cart's lines and so must this store's count.
+type ClaimSettler interface {
+	// SettleClaim makes the store show the cart claimed with claimed's
+	// lines: a hold it has is settled as by Claim; otherwise the lines
+	// leave its sellable count and the cart is recorded as claimed. The
+	// ledger is not written. Idempotent per cart.
+	SettleClaim(ctx context.Context, claimed Reservation) error
+}
+
+// Recounter is a store whose sellable count is its own copy of the ledger,
+// which it can set again from the ledger and its own holds.
+type Recounter interface {
+	// Recount sets key's on_hand to the ledger's and its available to
+	// on_hand less the units this store holds for key. Run it at rest: a
+	// claim between the ledger and this store while it runs is counted
+	// twice or not at all.
+	Recount(ctx context.Context, key Key) (*Counters, error)
+}
+
+// DirtyCart is a cart whose shadow copy may differ from its authority's:
+// its shadow work failed, timed out, was dropped, or lost a race.
+type DirtyCart struct {
+	ShopID    int64
+	CartToken string
+	// Authority names the store whose state the other store must reach
+	// (StoreRedis or StoreMySQL): the store that answered the buyer.
+	Authority string
+	// Since is when the cart was first marked; MarkedAt when it was last.
+	Since    time.Time
+	MarkedAt time.Time
+}
+
+// DirtyLog is a pod's durable set of dirty carts, so that the router's
+// convergence resumes after a restart of the instance.
+type DirtyLog interface {
+	// MarkDirty adds the carts, or updates Authority and MarkedAt of the
+	// ones already there (Since is kept).
+	MarkDirty(ctx context.Context, carts []DirtyCart) error
+	// DirtyCarts returns at most limit carts, oldest first.
+	DirtyCarts(ctx context.Context, limit int) ([]DirtyCart, error)
+	// LookupDirty returns the cart's mark, nil when it is not dirty.
+	LookupDirty(ctx context.Context, shopID int64, cartToken string) (*DirtyCart, error)
+	// ClearDirty removes each cart unless it was marked again after its
+	// MarkedAt.
+	ClearDirty(ctx context.Context, carts []DirtyCart) error
 }
 
 // Resyncer is a store whose state can be listed and rebuilt from the ledger,

@@ -109,6 +109,10 @@ type Counters struct {
 	Reserved int64 `json:"reserved"`
 	// Available is what a reserve can still take: OnHand - Reserved.
 	Available int64 `json:"available"`
+	// Before is, in the answer to SetOnHand, the on_hand the stock count
+	// replaced (0 for a new position), so that a store following the
+	// count can apply its change.
+	Before int64 `json:"-"`
 }
 
 // Violation is a broken store invariant found by CheckInvariants.

@@ -197,6 +197,11 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 func (c *Comparator) RecordAudit(a tandem.Audit) {
 	c.init()
 	now := c.Now()
+	if a.Found != nil {
+		// The audit converged what it found: the drift it found is what
+		// counts, what is left decides whether it was clean.
+		a.Drifted = a.Found
+	}
 	if a.At.IsZero() {
 		a.At = now
 	}

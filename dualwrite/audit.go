@@ -13,9 +13,29 @@ import (
 // the mode maintains can sell: Redis must hold available + held = on_hand,
 // MySQL its conservation invariant, and the two stores must offer the same
 // available quantity. A position that disagrees is looked at again after
-// AuditSettle, and only one that still disagrees is reported, so holds in
-// flight (a shadow write not yet landed) do not show as drift.
+// AuditSettle, so holds in flight (a shadow write not yet landed) do not
+// show as drift; one that still disagrees is converged by a sweep (its
+// carts from the SoT, then its shadow count from the ledger), and the
+// audit reports what it found, what it fixed and what is left.
 func (r *Router) Audit(ctx context.Context) (*tandem.Audit, error) {
+	a, err := r.audit(ctx)
+	if err != nil || a.Clean || r.store(r.Mode().Shadow()) == nil {
+		return a, err
+	}
+	rep, err := r.Sweep(ctx)
+	if err != nil {
+		return a, nil
+	}
+	after, err := r.audit(ctx)
+	if err != nil {
+		return a, nil
+	}
+	after.Found = a.Drifted
+	after.Converged, after.Recounted = rep.Converged, len(rep.Recounted)
+	return after, nil
+}
+
+func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
 	r.init()
 	mode := r.Mode()
 	first, err := r.auditPass(ctx, mode, nil)

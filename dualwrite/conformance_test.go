@@ -36,11 +36,16 @@ func (s routed) Get(ctx context.Context, shop int64, token string) (*tandem.Rese
 }
 
 func (s routed) SetOnHand(ctx context.Context, k tandem.Key, v int64) (*tandem.Counters, error) {
+	s.p.Wait()
+	prev, err := s.p.Inventory(ctx, k)
+	if err != nil {
+		return nil, err
+	}
 	inv, err := s.p.SetOnHand(ctx, k, v)
 	if err != nil {
 		return nil, err
 	}
-	return &tandem.Counters{Key: k, OnHand: inv.OnHand, Reserved: inv.Reserved, Available: inv.Available}, nil
+	return &tandem.Counters{Key: k, OnHand: inv.OnHand, Reserved: inv.Reserved, Available: inv.Available, Before: prev.OnHand}, nil
 }
 
 func (s routed) Counters(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
@@ -105,6 +110,15 @@ func (s routed) CheckInvariants(ctx context.Context) ([]tandem.Violation, error)
 		out = append(out, vs...)
 	}
 	if shadow != nil {
+		// Invariant 5: at rest the stores agree hold by hold, by themselves.
+		cctx, cancel := context.WithTimeout(ctx, convergeWithin)
+		d, err := s.p.Converged(cctx)
+		cancel()
+		if err != nil {
+			out = append(out, tandem.Violation{Message: err.Error()})
+		} else if !d.Empty() {
+			out = append(out, tandem.Violation{Message: d.String()})
+		}
 		a, err := s.p.Audit(ctx)
 		if err != nil {
 			return nil, err
@@ -113,7 +127,7 @@ func (s routed) CheckInvariants(ctx context.Context) ([]tandem.Violation, error)
 			out = append(out, tandem.Violation{Key: tandem.Key{ShopID: d.ShopID, ItemID: d.ItemID, GroupID: d.GroupID},
 				Message: fmt.Sprintf("drift: ledger %d, redis %v, mysql %v", d.LedgerOnHand, deref(d.RedisAvailable), deref(d.MySQLAvailable))})
 		}
-		if ds := s.p.rec.divergences(); len(ds) > 0 {
+		if ds := s.p.rec.mismatches(); len(ds) > 0 {
 			out = append(out, tandem.Violation{Message: fmt.Sprintf("%d unrepaired divergences, first %s on %s: primary %s, shadow %s",
 				len(ds), ds[0].Kind, ds[0].CartToken, ds[0].Primary.Status, ds[0].Shadow.Status)})
 		}

@@ -98,7 +98,7 @@ func TestRouter_SettleFollowsReserve(t *testing.T) {
 			if got := status(t, p.mysql, 5, "racer"); got != tc.want {
 				t.Errorf("mysql (shadow) status: got %q, want %s as the buyer was told", got, tc.want)
 			}
-			p.mustAuditClean(t)
+			p.mustConverge(t)
 		})
 	}
 }
@@ -149,7 +149,7 @@ func TestRouter_FlipFence(t *testing.T) {
 			if got := p.FenceTimeouts(); got != 0 {
 				t.Errorf("fence timeouts: got %d, want 0", got)
 			}
-			p.mustAuditClean(t)
+			p.mustConverge(t)
 		})
 	}
 }
@@ -173,7 +173,7 @@ func TestRouter_BackfillFollows(t *testing.T) {
 		t.Errorf("mysql after a reserve between backfill and shadow: got %+v, want 2 held", got)
 	}
 	p.modes.set(tandem.ModeShadow)
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 	p.modes.set(tandem.ModeMySQL)
 	res, err := p.Reserve(ctx, cart("later", 7, one(1, 1, 1)))
 	if got := tandem.ErrorCode(err); got != tandem.EINSUFFICIENT {
@@ -182,7 +182,7 @@ func TestRouter_BackfillFollows(t *testing.T) {
 	if got, err := p.Claim(ctx, 7, "between"); err != nil || got.Status != tandem.StatusClaimed {
 		t.Fatalf("claim: got %+v, %v, want claimed", got, err)
 	}
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 }
 
 // A claim or release the SoT refuses (gone, already claimed) changes
@@ -273,7 +273,7 @@ func TestRouter_RepairKeepsRequest(t *testing.T) {
 	if err != nil || !again.Replayed || again.Lines[0].GroupID != 2 {
 		t.Fatalf("identical retry of B after the flip: got %+v, %v, want the replay of its hold in group 2", again, err)
 	}
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 }
 
 // A claim that lands while the shadow is still repairing the cart's
@@ -316,5 +316,5 @@ func TestRouter_ClaimDuringRepair(t *testing.T) {
 	if got := p.onHand(t, k); got != 0 {
 		t.Errorf("ledger on_hand: got %d, want 0 (deducted once)", got)
 	}
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 }

@@ -60,6 +60,21 @@ func (r *recorder) divergences() []tandem.Comparison {
 	return out
 }
 
+// mismatches returns the divergences other than a shadow that answered late
+// or not at all (shadow_timeout, shadow_dropped): at production's
+// shadow.timeout and max_inflight those happen under load, are reported,
+// and are converged; a shadow that reached another outcome than the SoT's
+// (outcome or location mismatch, error) is a real divergence.
+func (r *recorder) mismatches() []tandem.Comparison {
+	var out []tandem.Comparison
+	for _, c := range r.divergences() {
+		if c.Kind != tandem.KindShadowTimeout && c.Kind != tandem.KindShadowDropped {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // pod is one router over real stores: MySQL in a fresh database, Redis
 // under a fresh key prefix, sharing the pod's ledger.
 type pod struct {
@@ -98,13 +113,32 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 	shops, _ := tandem.ParseShopSet([]string{"1-1000000000"})
 	p.Router = &dualwrite.Router{
 		Pod: "pod-t", Shops: shops, Redis: rs, MySQL: ms, Ledger: ms.Ledger(),
-		Modes: p.modes, Kill: p.kill, Recorder: p.rec,
-		ShadowTimeout: 10 * time.Second, MaxInflight: 4096, AuditSettle: 50 * time.Millisecond,
-		Now: clock.Now,
+		Modes: p.modes, Kill: p.kill, Recorder: p.rec, Dirty: ms,
+		Now: clock.Now, // production defaults otherwise: shadow.timeout 250ms, max_inflight 256
+	}
+	if err := p.Router.Open(); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Router.Close() })
 	return p
 }
+
+// mustConverge waits (traffic stopped) for the stores to agree hold by hold
+// and with the ledger, as invariant 5 requires, and fails with the
+// differences when they do not within a few seconds.
+func (p *pod) mustConverge(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), convergeWithin)
+	defer cancel()
+	if _, err := p.Converged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.mustAuditClean(t)
+}
+
+// convergeWithin bounds the wait for the stores to converge at rest: the
+// dirty-cart worker's backoff and one anti-entropy sweep (5s) fit in it.
+const convergeWithin = 15 * time.Second
 
 // mustAuditClean waits for the shadow and asserts the drift audit is clean
 // and both stores' invariants hold.

@@ -13,7 +13,6 @@ package dualwrite
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +67,17 @@ type Router struct {
 	// position that disagreed, so holds in flight are not reported (default
 	// 4 x ShadowTimeout).
 	AuditSettle time.Duration
-	Now         func() time.Time
+	// SweepInterval is how often the anti-entropy sweep compares the two
+	// stores hold by hold and converges what differs (default 5s).
+	SweepInterval time.Duration
+	// Dirty keeps the pod's dirty carts across restarts (optional: without
+	// it they live in memory, and the sweep finds them after a restart).
+	Dirty tandem.DirtyLog
+	// Observer is told of every convergence (optional).
+	Observer ConvergeObserver
+	// Logger receives warnings (default: none).
+	Logger Logger
+	Now    func() time.Time
 
 	once    sync.Once
 	slots   chan struct{}
@@ -89,7 +98,25 @@ type Router struct {
 	followUntil atomic.Int64
 	closed      bool
 	closeMux    sync.Mutex
+
+	dirty      dirtySet
+	sweepCh    chan struct{}
+	sweepMu    sync.Mutex // one sweep at a time
+	statsMu    sync.Mutex
+	results    map[ConvergeResult]int64
+	lastSweep  *SweepReport
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
 }
+
+// Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
+type Logger interface {
+	Warnw(msg string, keysAndValues ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Warnw(string, ...any) {}
 
 type cartKey struct {
 	shop  int64
@@ -113,23 +140,40 @@ func (r *Router) init() {
 		if r.AuditSettle <= 0 {
 			r.AuditSettle = 4 * r.ShadowTimeout
 		}
+		if r.SweepInterval <= 0 {
+			r.SweepInterval = 5 * time.Second
+		}
 		if r.Now == nil {
 			r.Now = time.Now
 		}
+		if r.Logger == nil {
+			r.Logger = nopLogger{}
+		}
+		r.dirty.m = make(map[cartKey]*dirtyEntry)
+		r.dirty.wake = make(chan struct{}, 1)
+		r.sweepCh = make(chan struct{}, 1)
+		r.results = make(map[ConvergeResult]int64)
 		r.slots = make(chan struct{}, r.MaxInflight)
 		r.carts = make(map[cartKey]chan struct{})
 		r.shadowCarts = make(map[cartKey]chan struct{})
 	})
 }
 
-// Close waits for the shadow operations in flight; new ones are dropped.
-// Safe to call twice.
+// Close waits for the shadow operations in flight (new ones are dropped),
+// then stops the convergence worker, which writes the dirty carts left to
+// the DirtyLog. Safe to call twice.
 func (r *Router) Close() error {
 	r.init()
 	r.closeMux.Lock()
 	r.closed = true
+	stop, done := r.stopWorker, r.workerDone
+	r.stopWorker = nil
 	r.closeMux.Unlock()
 	r.wg.Wait()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	return nil
 }
 
@@ -189,125 +233,11 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	sot, shadow := o.sot, o.shadow
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
 	job := r.goShadow(ctx, o, tandem.OpReserve, false,
-		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) },
-		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
-			return r.repairReserve(ctx, shadow, req, primary, sh)
-		})
+		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) })
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	return r.stamp(res, sot.Name()), err
-}
-
-// repairReserve brings the shadow to the SoT's outcome. It never keeps a
-// hold the SoT refused: it discards it (Discarder), so no trace of the cart
-// remains that a later flip could show the buyer. It retries a hold the SoT
-// granted but the shadow could not, pinned to the SoT's groups: at the
-// sold-out boundary the two stores pick their winners concurrently, and the
-// shadow's units come back as the losers' holds are discarded. A hold in
-// other groups than the SoT's is discarded and retaken in the SoT's groups,
-// and reported as a location_mismatch only when that fails. It returns the shadow's final
-// outcome and whether a contention-only difference was repaired.
-func (r *Router) repairReserve(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
-	granted := primary.Status == string(tandem.StatusReserved)
-	held := sh.Status == string(tandem.StatusReserved) && !sh.Replayed
-	if sh.Status == "timeout" || sh.Status == tandem.EUNAVAILABLE || sh.Status == tandem.EINTERNAL {
-		// The shadow's answer was lost, not its work: it may hold the cart.
-		// Find out by asking again (reserve is idempotent per token), then
-		// repair as usual; the comparison still reports the timeout or error.
-		if !granted {
-			_ = r.discard(ctx, shadow, req.ShopID, req.CartToken)
-			return sh, false
-		}
-		start := time.Now()
-		res, err := shadow.Reserve(ctx, req)
-		if tandem.ErrorCode(err) == tandem.EUNAVAILABLE || tandem.ErrorCode(err) == tandem.EINTERNAL || ctx.Err() != nil {
-			return sh, false
-		}
-		again := tandem.OutcomeOf(shadow.Name(), res, err, time.Since(start))
-		again.Replayed = false
-		r.repairReserve(ctx, shadow, req, primary, again)
-		return sh, false
-	}
-	switch {
-	case held && !granted:
-		if err := r.discard(ctx, shadow, req.ShopID, req.CartToken); err != nil {
-			return sh, false
-		}
-		if primary.Status == tandem.EINSUFFICIENT {
-			return tandem.Outcome{Store: sh.Store, Status: primary.Status, Latency: sh.Latency, LatencyMS: sh.LatencyMS}, true
-		}
-		return sh, false
-	case held && !sameLines(primary.Lines, sh.Lines):
-		// Shadow work of other carts is not ordered with this one (a release
-		// that frees the preferred group may land just after), so another
-		// group is usually contention, like a short shadow: repaired when
-		// the SoT's groups can be retaken, a location_mismatch when not.
-		if err := r.discard(ctx, shadow, req.ShopID, req.CartToken); err == nil {
-			if o, ok := r.reservePinned(ctx, shadow, req, primary); ok {
-				return o, true
-			}
-		}
-		return sh, false
-	case granted && sh.Status == tandem.EINSUFFICIENT:
-		if o, ok := r.reservePinned(ctx, shadow, req, primary); ok {
-			return o, true
-		}
-	}
-	return sh, false
-}
-
-// reservePinned takes in the shadow exactly the SoT's lines, retrying while
-// the shadow is short until ctx ends. It asks with the buyer's own request
-// first, for the first half of its time, discarding a hold taken in other
-// groups than the SoT's: the stored request (its fingerprint) must be the
-// buyer's, or an identical retry after a flip to this store would be
-// refused as a conflict. Only then does it pin each line to the SoT's group
-// (a request of its own, with its own fingerprint: a last resort).
-func (r *Router) reservePinned(ctx context.Context, shadow tandem.ReservationStore, req tandem.ReserveRequest, primary tandem.Outcome) (tandem.Outcome, bool) {
-	pinned := req
-	pinned.Lines = make([]tandem.LineRequest, len(primary.Lines))
-	for i, l := range primary.Lines {
-		pinned.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
-	}
-	own := time.Now().Add(r.ShadowTimeout / 2)
-	if dl, ok := ctx.Deadline(); ok {
-		own = time.Now().Add(time.Until(dl) / 2)
-	}
-	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
-		ask := pinned
-		if time.Now().Before(own) {
-			ask = req
-		}
-		start := time.Now()
-		res, err := shadow.Reserve(ctx, ask)
-		if err == nil {
-			o := tandem.OutcomeOf(shadow.Name(), res, nil, time.Since(start))
-			if sameLines(primary.Lines, o.Lines) {
-				return o, true
-			}
-			if r.discard(ctx, shadow, req.ShopID, req.CartToken) != nil {
-				return o, false
-			}
-		} else if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
-			return tandem.Outcome{}, false
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return tandem.Outcome{}, false
-		}
-	}
-}
-
-// discard forgets the shadow's copy of a cart the SoT refused, or releases
-// it when the store cannot forget.
-func (r *Router) discard(ctx context.Context, shadow tandem.ReservationStore, shopID int64, token string) error {
-	if d, ok := shadow.(tandem.Discarder); ok {
-		return d.Discard(ctx, shopID, token)
-	}
-	_, err := shadow.Release(ctx, shopID, token)
-	return err
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever
@@ -345,16 +275,9 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// decides what the ledger loses (its lines, its groups), the shadow only
 	// settles its copy (the ledger's claim record makes its own deduction a
 	// no-op), and a request the SoT could not serve (503) changes nothing.
-	// A shadow that timed out or failed is asked once more, within the
-	// repair's bound: claim and release are idempotent.
+	// A shadow that ends elsewhere is converged to the SoT's state.
 	job := r.goShadow(ctx, o, op, true,
-		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) },
-		func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool) {
-			if sh.Status == "timeout" || sh.Status == tandem.EUNAVAILABLE || sh.Status == tandem.EINTERNAL {
-				_, _ = f(shadow, ctx, shopID, cartToken)
-			}
-			return sh, false
-		})
+		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) })
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -366,12 +289,12 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// With a shadow, the shadow's own operation already did; without one,
 	// ask the other store now, bounded by the shadow timeout.
 	if shadow != nil {
-		if o, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && honoured(op, o) {
-			return r.stamp(outcomeReservation(shopID, cartToken, o), shadow.Name()), outcomeErr(o)
+		if a, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && honoured(op, a.outcome) {
+			return r.stamp(a.res, shadow.Name()), a.err
 		}
 		return r.stamp(res, sot.Name()), err
 	}
-	if o := r.other(sot); o != nil {
+	if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
 		if honoured(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 			return r.stamp(ores, o.Name()), oerr
@@ -386,8 +309,11 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 // is the buyer's answer. Holds the SoT refused leave no trace in the other
 // store (the router's repair discards them), so any record there is real.
 func honoured(op string, o tandem.Outcome) bool {
+	if o.Failed() {
+		return false
+	}
 	switch o.Status {
-	case "", "dropped", "skipped", "timeout", tandem.ENOTFOUND, tandem.EUNAVAILABLE, tandem.EINTERNAL, tandem.EINVALID:
+	case tandem.ENOTFOUND, tandem.EINVALID:
 		return false
 	}
 	return true
@@ -417,7 +343,7 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	sot := o.sot
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
-		if o := r.other(sot); o != nil {
+		if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get)
 			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
@@ -454,16 +380,21 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		var sc *tandem.Counters
 		var serr error
 		if f, ok := shadow.(tandem.Follower); ok {
-			sc, serr = f.FollowOnHand(sctx, key, onHand)
+			sc, serr = f.FollowOnHand(sctx, key, onHand, onHand-c.Before)
 		} else {
 			sc, serr = shadow.SetOnHand(sctx, key, onHand)
 		}
 		timedOut := serr != nil && sctx.Err() != nil
 		cancel()
-		primary := tandem.Outcome{Store: sot.Name(), Status: "ok", Latency: time.Since(start)}
-		so := tandem.Outcome{Store: shadow.Name(), Status: "ok", Latency: time.Since(sstart)}
+		primary := tandem.Outcome{Store: sot.Name(), Status: tandem.OutcomeOK, Latency: time.Since(start)}
+		so := tandem.Outcome{Store: shadow.Name(), Status: tandem.OutcomeOK, Latency: time.Since(sstart)}
 		if serr != nil {
 			so = tandem.OutcomeOf(shadow.Name(), nil, serr, so.Latency)
+			if tandem.ErrorCode(serr) != tandem.ECONFLICT {
+				// The count may or may not have reached the shadow: the
+				// sweep recounts the position from the ledger at rest.
+				r.sweepSoon()
+			}
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
 		}
@@ -501,183 +432,6 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 	}
 }
 
-// shadowJob is one shadow operation in flight.
-type shadowJob struct {
-	primaryCh chan tandem.Outcome // the SoT's outcome, sent once
-	rawCh     chan tandem.Outcome // the shadow's first answer, sent once
-}
-
-// primary hands the SoT's outcome to the shadow job (no-op without one).
-func (j *shadowJob) primary(o tandem.Outcome) {
-	if j != nil {
-		j.primaryCh <- o
-	}
-}
-
-// wait returns the shadow's first answer, if it comes within d.
-func (j *shadowJob) wait(ctx context.Context, d time.Duration) (tandem.Outcome, bool) {
-	if j == nil {
-		return tandem.Outcome{}, false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case o := <-j.rawCh:
-		return o, true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return tandem.Outcome{}, false
-}
-
-// primaryWait bounds how long a shadow job waits for the SoT's outcome
-// before it gives up comparing (the SoT call is bounded by the request).
-const primaryWait = 30 * time.Second
-
-// goShadow runs op on the admitted operation's shadow store under the
-// shadow timeout and the in-flight cap; then, once the SoT's outcome is
-// known, repair (if any) and the comparison, after the earlier shadow jobs
-// of the same cart. The operation stays open in its epoch until the job is
-// done, so that a change of SoT waits for it (admit). It returns nil when
-// the mode has no shadow.
-func (r *Router) goShadow(ctx context.Context, o *op, op string,
-	afterPrimary bool, run func(ctx context.Context) (*tandem.Reservation, error),
-	repair func(ctx context.Context, primary, sh tandem.Outcome) (tandem.Outcome, bool)) *shadowJob {
-	mode, shadow, shopID, token := o.mode, o.shadow, o.ck.shop, o.ck.token
-	if shadow == nil {
-		return nil
-	}
-	job := &shadowJob{primaryCh: make(chan tandem.Outcome, 1), rawCh: make(chan tandem.Outcome, 1)}
-	r.closeMux.Lock()
-	admitted := !r.closed
-	if admitted {
-		select {
-		case r.slots <- struct{}{}:
-		default:
-			admitted = false // over the cap
-		}
-	}
-	r.wg.Add(1)
-	r.pending.Add(1)
-	r.closeMux.Unlock()
-	if !admitted {
-		// Dropped: no shadow work, but the comparison is still recorded once
-		// the SoT answers. The goroutine only waits on a buffered channel.
-		dropped := tandem.Outcome{Store: shadow.Name(), Status: "dropped"}
-		job.rawCh <- dropped
-		go func() {
-			defer r.wg.Done()
-			defer r.pending.Add(-1)
-			if p, ok := waitOutcome(job.primaryCh); ok && !sotFailed(p) {
-				r.record(mode, op, shopID, token, p, dropped, false, false)
-			}
-		}()
-		return job
-	}
-
-	ck := cartKey{shopID, token}
-	done := make(chan struct{})
-	r.mu.Lock()
-	prev := r.shadowCarts[ck]
-	r.shadowCarts[ck] = done
-	r.mu.Unlock()
-
-	base := context.WithoutCancel(ctx)
-	o.hold()
-	go func() {
-		defer r.wg.Done()
-		defer r.pending.Add(-1)
-		defer o.unref()
-		defer func() {
-			close(done)
-			r.mu.Lock()
-			if r.shadowCarts[ck] == done {
-				delete(r.shadowCarts, ck)
-			}
-			r.mu.Unlock()
-		}()
-		var p tandem.Outcome
-		havePrimary := false
-		if afterPrimary {
-			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !settles(p) {
-				job.rawCh <- tandem.Outcome{Store: shadow.Name(), Status: "skipped"}
-				<-r.slots
-				return
-			}
-		}
-		sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
-		if prev != nil {
-			select {
-			case <-prev:
-			case <-sctx.Done():
-			}
-		}
-		start := time.Now()
-		var res *tandem.Reservation
-		var err error
-		if err = sctx.Err(); err == nil {
-			res, err = run(sctx)
-		}
-		timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
-		cancel()
-		<-r.slots // the shadow store's work is done; repair is bounded below
-		sh := tandem.OutcomeOf(shadow.Name(), res, err, time.Since(start))
-		if timedOut {
-			sh.Status = "timeout"
-		}
-		job.rawCh <- sh
-
-		if !havePrimary {
-			if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
-				return
-			}
-		}
-		repaired := false
-		if repair != nil {
-			rctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
-			sh, repaired = repair(rctx, p, sh)
-			cancel()
-		}
-		if !sotFailed(p) {
-			r.record(mode, op, shopID, token, p, sh, timedOut, repaired)
-		}
-	}()
-	return job
-}
-
-func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
-	t := time.NewTimer(primaryWait)
-	defer t.Stop()
-	select {
-	case o := <-ch:
-		return o, true
-	case <-t.C:
-		return tandem.Outcome{}, false
-	}
-}
-
-// settles reports whether the shadow follows a claim or release the SoT
-// answered p: only one the SoT settled (the shadow settles its copy), or a
-// cart the SoT does not know (the shadow's copy, from an earlier SoT, is
-// the buyer's answer). A cart the SoT refuses as gone or already claimed is
-// left to the shadow's own state and reaper: a shadow claim of a hold the
-// SoT saw expire would deduct the ledger for a sale the buyer was refused
-// (the shadow's copy expires later, having landed later), and a shadow
-// release of a cart the SoT sold would put sold units back on sale.
-func settles(p tandem.Outcome) bool {
-	switch p.Status {
-	case string(tandem.StatusClaimed), string(tandem.StatusReleased), tandem.ENOTFOUND:
-		return true
-	}
-	return false
-}
-
-// sotFailed reports whether the SoT could not answer; there is nothing to
-// compare then (the buyer got a 503), though repair still ran.
-func sotFailed(p tandem.Outcome) bool {
-	return p.Status == tandem.EUNAVAILABLE || p.Status == tandem.EINTERNAL
-}
-
 // Wait returns when no shadow job is in flight (jobs started meanwhile
 // extend it). Tests and the soak use it to reach a state at rest; unlike
 // Close it may run concurrently with new requests.
@@ -692,24 +446,28 @@ func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string,
 	if r.Recorder == nil {
 		return
 	}
+	r.Recorder.Record(r.comparison(mode, op, shopID, token, primary, shadow, timedOut, repaired))
+}
+
+func (r *Router) comparison(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
 	kind := ""
 	if !repaired {
 		kind = Classify(primary, shadow, timedOut)
 	}
-	r.Recorder.Record(tandem.Comparison{
+	return tandem.Comparison{
 		At: r.Now(), Pod: r.Pod, Op: op, ShopID: shopID, CartToken: token,
 		SourceOfTruth: mode.SourceOfTruth(), Primary: primary, Shadow: shadow,
 		Kind: kind, Repaired: repaired,
-	})
+	}
 }
 
 // Classify returns "" when the shadow reached the primary's outcome, else
 // the divergence kind.
 func Classify(primary, shadow tandem.Outcome, timedOut bool) string {
 	switch {
-	case shadow.Status == "dropped":
+	case shadow.Status == tandem.OutcomeDropped:
 		return tandem.KindShadowDropped
-	case timedOut || shadow.Status == "timeout":
+	case timedOut || shadow.Status == tandem.OutcomeTimeout:
 		return tandem.KindShadowTimeout
 	case shadow.Status == tandem.EUNAVAILABLE || shadow.Status == tandem.EINTERNAL:
 		return tandem.KindShadowError
@@ -731,20 +489,4 @@ func sameLines(a, b []tandem.Line) bool {
 		}
 	}
 	return true
-}
-
-func outcomeReservation(shopID int64, token string, o tandem.Outcome) *tandem.Reservation {
-	if o.Status == "" || tandem.Status(o.Status) != tandem.StatusClaimed && tandem.Status(o.Status) != tandem.StatusReleased &&
-		tandem.Status(o.Status) != tandem.StatusReserved && tandem.Status(o.Status) != tandem.StatusExpired {
-		return nil
-	}
-	return &tandem.Reservation{CartToken: token, ShopID: shopID, Status: tandem.Status(o.Status), Lines: o.Lines, Replayed: o.Replayed}
-}
-
-func outcomeErr(o tandem.Outcome) error {
-	switch tandem.Status(o.Status) {
-	case tandem.StatusClaimed, tandem.StatusReleased, tandem.StatusReserved, tandem.StatusExpired:
-		return nil
-	}
-	return &tandem.Error{Code: o.Status, Message: o.Message}
 }

@@ -66,7 +66,7 @@ func TestRouter_Lifecycle(t *testing.T) {
 				}
 			}
 			if mode != tandem.ModeRedis && mode != tandem.ModeMySQLOnly {
-				p.mustAuditClean(t)
+				p.mustConverge(t)
 				if d := p.rec.divergences(); len(d) != 0 {
 					t.Errorf("got %d divergences, want 0: %+v", len(d), d)
 				}
@@ -106,7 +106,7 @@ func TestRouter_FlipMidFlight(t *testing.T) {
 		if got := p.onHand(t, k); got != 14 {
 			t.Errorf("ledger on_hand: got %d, want 14", got)
 		}
-		p.mustAuditClean(t)
+		p.mustConverge(t)
 		if got := p.counters(t, p.redis, k); got.Available != 14 || got.Reserved != 0 {
 			t.Errorf("redis after flip: got %+v, want available 14, none held", got)
 		}
@@ -137,7 +137,7 @@ func TestRouter_FlipMidFlight(t *testing.T) {
 		if got := p.onHand(t, k); got != 16 {
 			t.Errorf("ledger on_hand: got %d, want 16", got)
 		}
-		p.mustAuditClean(t)
+		p.mustConverge(t)
 	})
 	t.Run("HoldOnlyInOtherStore", func(t *testing.T) {
 		// A hold that only the old SoT has (its shadow copy was lost) is
@@ -178,7 +178,6 @@ func TestRouter_ShadowRepair(t *testing.T) {
 		if _, err := p.SetOnHand(ctx, k, 3); err != nil {
 			t.Fatal(err)
 		}
-		p.Router.ShadowTimeout = 300 * time.Millisecond // bounds the futile repair
 		// MySQL alone loses its units to a cart the router never saw.
 		if _, err := p.mysql.Reserve(ctx, cart("sneak", 5, one(1, 3, 1))); err != nil {
 			t.Fatal(err)
@@ -187,13 +186,18 @@ func TestRouter_ShadowRepair(t *testing.T) {
 		if err != nil || res.Status != tandem.StatusReserved {
 			t.Fatalf("buyer: got %+v, %v, want reserved by the SoT", res, err)
 		}
-		p.Router.Wait()
+		// The sweep finds the hold the SoT never granted, reports it as
+		// drift and discards it; the buyer's hold then reaches the shadow.
+		p.mustConverge(t)
 		ds := p.rec.divergences()
-		if len(ds) != 1 || ds[0].Kind != tandem.KindOutcomeMismatch {
-			t.Fatalf("divergences: got %+v, want one outcome_mismatch", ds)
+		if len(ds) != 1 || ds[0].Kind != tandem.KindStateDrift || ds[0].CartToken != "sneak" {
+			t.Fatalf("divergences: got %+v, want one state_drift on sneak", ds)
 		}
-		if ds[0].Primary.Status != "reserved" || ds[0].Shadow.Status != tandem.EINSUFFICIENT {
-			t.Errorf("outcomes: got primary %q shadow %q, want reserved and insufficient_inventory", ds[0].Primary.Status, ds[0].Shadow.Status)
+		if ds[0].Primary.Status != "no_hold" || ds[0].Shadow.Status != "reserved" {
+			t.Errorf("states: got primary %q shadow %q, want no_hold and reserved", ds[0].Primary.Status, ds[0].Shadow.Status)
+		}
+		if got, err := p.mysql.Get(ctx, 5, "buyer"); err != nil || got.Status != tandem.StatusReserved {
+			t.Errorf("shadow's copy of the buyer: got %+v, %v, want reserved", got, err)
 		}
 	})
 	t.Run("ShadowGrantsWhatSoTRefuses", func(t *testing.T) {
@@ -245,8 +249,6 @@ func TestRouter_ShadowBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := &slowStore{ReservationStore: p.mysql, delay: time.Hour}
-	p.Router.MySQL = slow
-	p.Router.ShadowTimeout = 100 * time.Millisecond
 	r := &dualwrite.Router{Pod: p.Pod, Shops: p.Shops, Redis: p.redis, MySQL: slow, Ledger: p.Ledger,
 		Modes: p.modes, Kill: p.kill, Recorder: p.rec, ShadowTimeout: 100 * time.Millisecond, MaxInflight: 4}
 	defer r.Close()
@@ -311,14 +313,17 @@ func TestRouter_ConcurrentSoldOut(t *testing.T) {
 			if got := won.Load(); got != 50 {
 				t.Errorf("got %d reserved, want exactly 50", got)
 			}
-			p.mustAuditClean(t)
+			p.mustConverge(t)
 			for _, s := range []tandem.ReservationStore{p.redis, p.mysql} {
 				if got := p.counters(t, s, k); got.Reserved != 50 {
 					t.Errorf("%s reserved: got %d, want 50", s.Name(), got.Reserved)
 				}
 			}
-			if d := p.rec.divergences(); len(d) != 0 {
-				t.Errorf("got %d unrepaired divergences, want 0; first %+v", len(d), d[0])
+			// At production's shadow.timeout a shadow may answer late at
+			// this contention (reported as such, then converged); it never
+			// reaches another outcome than the SoT's.
+			for _, d := range p.rec.mismatches() {
+				t.Errorf("unrepaired divergence %s: %+v", d.Kind, d)
 			}
 		})
 	}
@@ -343,7 +348,7 @@ func TestRouter_Backfill(t *testing.T) {
 		t.Errorf("backfill rewrote %d positions, want >= 1", n)
 	}
 	p.modes.set(tandem.ModeShadow)
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 	// A cart reserved before shadow began is claimed under shadow: once.
 	if _, err := p.Claim(ctx, 10, "b-0"); err != nil {
 		t.Fatal(err)
@@ -352,7 +357,7 @@ func TestRouter_Backfill(t *testing.T) {
 	if got := p.onHand(t, k); got != 8 {
 		t.Errorf("ledger: got %d, want 8", got)
 	}
-	p.mustAuditClean(t)
+	p.mustConverge(t)
 	if d := p.rec.divergences(); len(d) != 0 {
 		t.Errorf("got divergences %+v, want none after backfill", d)
 	}

@@ -140,6 +140,7 @@ func (s *Store) setOnHand(ctx context.Context, key tandem.Key, onHand int64, str
 		if strict && onHand < held {
 			return conflict
 		}
+		before := p.onHand
 		delta := onHand - p.onHand
 		p.onHand = onHand
 		p.dirty = true
@@ -168,7 +169,7 @@ func (s *Store) setOnHand(ctx context.Context, key tandem.Key, onHand int64, str
 		if held, err = heldUnits(ctx, tx, tagLedger, key); err != nil {
 			return err
 		}
-		c = &tandem.Counters{Key: key, OnHand: onHand, Reserved: held, Available: onHand - held}
+		c = &tandem.Counters{Key: key, OnHand: onHand, Reserved: held, Available: onHand - held, Before: before}
 		return nil
 	})
 	if err != nil {

@@ -66,9 +66,12 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 		return nil, errNotOpen
 	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
-	expires := now.Add(req.TTLOr(s.DefaultTTL))
-	fp := req.Fingerprint()
+	return s.reserve(ctx, req, req.Fingerprint(), now, now.Add(req.TTLOr(s.DefaultTTL)))
+}
 
+// reserve holds req's lines until expires, recording fingerprint fp ("" for
+// a hold matched by items, quantities and groups).
+func (s *Store) reserve(ctx context.Context, req tandem.ReserveRequest, fp string, now, expires time.Time) (*tandem.Reservation, error) {
 	// A known token is found by the header insert's duplicate key rather
 	// than by a read before every reserve (a round trip each): retries are
 	// rare, and their transaction rolls back. A refusal still yields to the

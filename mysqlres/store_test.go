@@ -99,8 +99,8 @@ func TestMigrate(t *testing.T) {
 		if err := s.DB().QueryRow("SELECT COUNT(*) FROM tandem_migrations").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != 5 {
-			t.Fatalf("got %d recorded migrations, want 5", n)
+		if n != 6 {
+			t.Fatalf("got %d recorded migrations, want 6", n)
 		}
 	})
 	t.Run("ConcurrentMigrations", func(t *testing.T) {

@@ -31,6 +31,7 @@ const (
 	tagAudit       = "audit"
 	tagRebuild     = "rebuild"
 	tagRepair      = "repair"
+	tagConverge    = "converge"
 )
 
 // MySQL error numbers the engine acts on.

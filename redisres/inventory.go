@@ -107,6 +107,7 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (re
 		}
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
+	c.Before, _ = strconv.ParseInt(prev, 10, 64)
 	return c, nil
 }
 
@@ -135,31 +136,6 @@ func (s *Store) applyOnHand(ctx context.Context, key tandem.Key, onHand int64, c
 		return nil, "", fmt.Errorf("redisres: set on_hand answer %q: %w", out, err)
 	}
 	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, out[2], nil
-}
-
-var _ tandem.Follower = (*Store)(nil)
-
-// FollowOnHand implements tandem.Follower: the counter becomes on_hand less
-// what Redis holds, in one script; the ledger is not written. The window of
-// the legacy path remains: a claim whose ledger deduction lands between the
-// source of truth's write and this call is counted back here, which the
-// drift audit reports.
-func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand int64) (res *tandem.Counters, err error) {
-	defer s.observe("follow_on_hand", time.Now(), &err)
-	if err := validateKey(key); err != nil {
-		return nil, err
-	}
-	if err := s.rdb.SAdd(ctx, s.shopsKey(), key.ShopID).Err(); err != nil {
-		return nil, translate("follow on_hand", err)
-	}
-	c, _, err := s.applyOnHand(ctx, key, onHand, false)
-	if err != nil {
-		return nil, err
-	}
-	if c.Available < 0 {
-		return c, tandem.Errorf(tandem.ECONFLICT, "Redis holds %d units of %s, more than on_hand %d", c.Reserved, key, onHand)
-	}
-	return c, nil
 }
 
 // shops returns every shop the store has counters for, ascending.

@@ -476,7 +476,7 @@ func TestStore_SetOnHand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (tandem.Counters{Key: k, OnHand: 4, Reserved: 3, Available: 1}); *c != want {
+		if want := (tandem.Counters{Key: k, OnHand: 4, Reserved: 3, Available: 1, Before: 10}); *c != want {
 			t.Errorf("got %+v, want %+v", *c, want)
 		}
 		e.WantLedger(t, k, 4)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 )
 
 var (
@@ -38,6 +41,10 @@ var (
 		"Redis client pool hits, misses and timeouts of a pod.", []string{"pod", "event"}, nil)
 	descFenceTimeouts = prometheus.NewDesc("tandem_router_fence_timeouts_total",
 		"Requests that went through a source-of-truth change before the work admitted under the old source of truth had finished (the fence's bound ran out).", []string{"pod"}, nil)
+	descDirtyCarts = prometheus.NewDesc("tandem_shadow_dirty_carts",
+		"Carts whose shadow copy waits to be converged to the store that answered the buyer.", []string{"pod"}, nil)
+	descConvergences = prometheus.NewDesc("tandem_shadow_convergences_total",
+		"Carts converged by the shadow path, the dirty-cart worker and the sweep, by result (equal, repaired, failed, conflict, dropped).", []string{"pod", "result"}, nil)
 )
 
 // controlCollector exports the control plane's state at scrape time, so
@@ -48,7 +55,7 @@ type controlCollector struct{ m *Main }
 func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPodMode, descPodSoT, descKill, descVersion, descComparisons,
 		descDivergences, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
-		descRedisPool, descRedisPoolEvents, descFenceTimeouts} {
+		descRedisPool, descRedisPoolEvents, descFenceTimeouts, descDirtyCarts, descConvergences} {
 		ch <- d
 	}
 }
@@ -86,6 +93,12 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descStoreLatency, l.P99/1000, name, store, "0.99")
 		}
 		counter(descFenceTimeouts, float64(p.router.FenceTimeouts()), name)
+		cs := p.router.ConvergeStats()
+		gauge(descDirtyCarts, float64(cs.Dirty), name)
+		for _, res := range []dualwrite.ConvergeResult{dualwrite.ConvergeEqual, dualwrite.ConvergeRepaired,
+			dualwrite.ConvergeFailed, dualwrite.ConvergeConflict, dualwrite.ConvergeDropped} {
+			counter(descConvergences, float64(cs.Results[res]), name, string(res))
+		}
 		ps2 := p.rdb.PoolStats()
 		gauge(descRedisPool, float64(ps2.TotalConns), name, "total")
 		gauge(descRedisPool, float64(ps2.IdleConns), name, "idle")
@@ -105,4 +118,25 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// convergeObserver records the time from a cart's divergence to its
+// convergence (dualwrite.ConvergeObserver).
+type convergeObserver struct{ h prometheus.Observer }
+
+func newConvergeObserver(reg prometheus.Registerer) *convergeObserver {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tandem_shadow_convergence_seconds",
+		Help:    "Time from a cart's divergence (marked dirty) to its convergence.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	})
+	reg.MustRegister(h)
+	return &convergeObserver{h: h}
+}
+
+// ObserveConvergence implements dualwrite.ConvergeObserver.
+func (o *convergeObserver) ObserveConvergence(pod string, res dualwrite.ConvergeResult, since time.Duration) {
+	if since > 0 && (res == dualwrite.ConvergeRepaired || res == dualwrite.ConvergeEqual) {
+		o.h.Observe(since.Seconds())
+	}
 }

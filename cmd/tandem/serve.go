@@ -306,6 +306,10 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 		Pod: pc.Name, Shops: pc.ShopSet(), Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
 		Modes: m.ctl, Kill: m.sw, Recorder: m.cmp,
 		ShadowTimeout: cfg.Shadow.Timeout, MaxInflight: cfg.Shadow.MaxInflight, DefaultTTL: cfg.Reservation.DefaultTTL,
+		Dirty: p.mysql, Observer: newConvergeObserver(reg), Logger: p.mysql.Logger.Sugar(),
+	}
+	if err := p.router.Open(); err != nil {
+		return nil, fmt.Errorf("router: %w", err)
 	}
 	m.closers = append(m.closers, p.router.Close)
 	return p, nil

@@ -118,7 +118,7 @@ func (f *fixture) stock(item, group, onHand int64) {
 	if err != nil {
 		f.t.Fatalf("SetOnHand(%s, %d): %v", key, onHand, err)
 	}
-	want := tandem.Counters{Key: key, OnHand: onHand, Reserved: before.Reserved, Available: onHand - before.Reserved}
+	want := tandem.Counters{Key: key, OnHand: onHand, Reserved: before.Reserved, Available: onHand - before.Reserved, Before: before.OnHand}
 	if *got != want {
 		f.t.Fatalf("SetOnHand(%s, %d) answered %+v, want %+v", key, onHand, *got, want)
 	}

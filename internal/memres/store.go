@@ -236,10 +236,18 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*t
 	if held := s.held[key]; onHand < held {
 		return nil, tandem.Errorf(tandem.ECONFLICT, "%s: on_hand %d is below the %d units held", key, onHand, held)
 	}
+	before, err := s.ledger.OnHand(ctx, key)
+	if err != nil {
+		return nil, unavailable("set on_hand", err)
+	}
 	if err := s.ledger.SetOnHand(ctx, key, onHand); err != nil {
 		return nil, unavailable("set on_hand", err)
 	}
-	return s.counters(ctx, key)
+	c, err := s.counters(ctx, key)
+	if c != nil {
+		c.Before = before
+	}
+	return c, err
 }
 
 // Counters implements tandem.ReservationStore.

@@ -1,0 +1,180 @@
+package dualwrite
+
+import (
+	"context"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// ConvergeResult is what converging one cart did.
+type ConvergeResult string
+
+// Results of converging a cart.
+const (
+	// ConvergeEqual: the stores already agreed on the cart.
+	ConvergeEqual ConvergeResult = "equal"
+	// ConvergeRepaired: the shadow was changed to agree.
+	ConvergeRepaired ConvergeResult = "repaired"
+	// ConvergeFailed: a store could not be read or changed (unavailable,
+	// timed out, short of units while losers' holds come back); retried.
+	ConvergeFailed ConvergeResult = "failed"
+	// ConvergeConflict: the shadow holds a state the authority's cannot
+	// lead to (a claimed cart the authority holds or does not know); it is
+	// reported, never resolved by forgetting a sale.
+	ConvergeConflict ConvergeResult = "conflict"
+	// ConvergeDropped: nothing to converge any more (the pod's mode keeps no
+	// shadow).
+	ConvergeDropped ConvergeResult = "dropped"
+)
+
+// convergeCart makes the store to hold for the cart what the store from
+// holds: the same hold in the same groups, the same claim, or nothing. It
+// reads both stores' state of the cart, not the operations that led there,
+// so it is idempotent and safe to repeat; callers run it in the cart's line
+// (enqueue) so that it never races the cart's own shadow work. Every store
+// call is bounded by ShadowTimeout.
+func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore) (ConvergeResult, error) {
+	want, err := r.read(ctx, from, ck)
+	if err != nil {
+		return ConvergeFailed, err
+	}
+	have, err := r.read(ctx, to, ck)
+	if err != nil {
+		return ConvergeFailed, err
+	}
+	switch {
+	case want == nil || want.Status == tandem.StatusReleased || want.Status == tandem.StatusExpired:
+		// Refused, discarded, never reserved, released or expired: the other
+		// store holds nothing for the cart.
+		if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
+			return ConvergeEqual, nil
+		}
+		if have.Status == tandem.StatusClaimed {
+			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+		}
+		return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error {
+			return discard(ctx, to, ck.shop, ck.token)
+		})
+
+	case want.Status == tandem.StatusReserved:
+		if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
+			return ConvergeEqual, nil
+		}
+		if have != nil && have.Status == tandem.StatusClaimed {
+			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
+		}
+		if have != nil {
+			if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+				return ConvergeFailed, err
+			}
+		}
+		if err := r.placeRetrying(ctx, to, *want); err != nil {
+			return ConvergeFailed, err
+		}
+		return ConvergeRepaired, nil
+
+	default: // claimed
+		if have != nil && have.Status == tandem.StatusClaimed {
+			return ConvergeEqual, nil
+		}
+		if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
+			// Claim the copy; the ledger's claim record makes its deduction
+			// a no-op. Judged as of a time the copy was still active.
+			asOf := tandem.WithAsOf(ctx, minTime(r.Now(), have.ExpiresAt.Add(-time.Millisecond)))
+			return ConvergeRepaired, r.call(asOf, func(ctx context.Context) error {
+				_, err := to.Claim(ctx, ck.shop, ck.token)
+				return err
+			})
+		}
+		if have != nil && have.Status == tandem.StatusReserved {
+			if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+				return ConvergeFailed, err
+			}
+		}
+		cs, ok := to.(tandem.ClaimSettler)
+		if !ok {
+			// The store counts from the ledger itself (mysqlres): the claim's
+			// deduction already left its count.
+			if have == nil || have.Status != tandem.StatusReserved {
+				return ConvergeEqual, nil
+			}
+			return ConvergeRepaired, nil
+		}
+		return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
+	}
+}
+
+// placeRetrying places hold in s, retrying for up to ShadowTimeout while s
+// is short: at the sold-out boundary the two stores pick their winners
+// concurrently, and the shadow's units come back as the holds of the carts
+// its SoT refused are discarded.
+func (r *Router) placeRetrying(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
+	end := time.Now().Add(r.ShadowTimeout)
+	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
+		err := r.call(ctx, func(ctx context.Context) error { return place(ctx, s, hold) })
+		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT || time.Now().Add(wait).After(end) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// read returns the cart as s knows it, nil when s never saw it.
+func (r *Router) read(ctx context.Context, s tandem.ReservationStore, ck cartKey) (*tandem.Reservation, error) {
+	var res *tandem.Reservation
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		res, err = s.Get(ctx, ck.shop, ck.token)
+		return err
+	})
+	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
+		return nil, nil
+	}
+	return res, err
+}
+
+// call runs one store call under ShadowTimeout.
+func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// discard forgets a store's copy of a cart, or releases it when the store
+// cannot forget.
+func discard(ctx context.Context, s tandem.ReservationStore, shopID int64, token string) error {
+	if d, ok := s.(tandem.Discarder); ok {
+		return d.Discard(ctx, shopID, token)
+	}
+	_, err := s.Release(ctx, shopID, token)
+	if c := tandem.ErrorCode(err); c == tandem.ENOTFOUND || c == tandem.EGONE {
+		return nil
+	}
+	return err
+}
+
+// place takes hold in s exactly, or with a reserve pinned to its groups
+// when s cannot place.
+func place(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
+	if p, ok := s.(tandem.Placer); ok {
+		_, err := p.Place(ctx, hold)
+		return err
+	}
+	req := tandem.ReserveRequest{CartToken: hold.CartToken, ShopID: hold.ShopID, TTL: time.Until(hold.ExpiresAt)}
+	for _, l := range hold.Lines {
+		req.Lines = append(req.Lines, tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}})
+	}
+	_, err := s.Reserve(ctx, req)
+	return err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

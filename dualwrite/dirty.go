@@ -1,0 +1,418 @@
+package dualwrite
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Dirty carts. A cart whose shadow work failed, timed out, was dropped or
+// could not be converged at once is marked dirty: kept in memory, written
+// to the pod's durable DirtyLog (so a restart of the instance resumes it),
+// and converged by a background worker with backoff until the stores agree
+// on it. Nothing is given up silently.
+
+// dirtyEntry is one dirty cart as the worker tracks it.
+type dirtyEntry struct {
+	cart     tandem.DirtyCart
+	attempts int
+	next     time.Time // real time of the next attempt
+	gen      uint64    // bumped by every mark; an attempt clears only its own
+	stored   bool      // the current mark is in the DirtyLog
+	cause    string
+	// deferred is a contention comparison waiting for the cart to converge.
+	deferred *tandem.Comparison
+}
+
+// deferredGiveUp is after how many failed attempts a deferred comparison
+// is recorded as the divergence it was.
+const deferredGiveUp = 5
+
+// dirtySet is the router's dirty carts.
+type dirtySet struct {
+	mu      sync.Mutex
+	m       map[cartKey]*dirtyEntry
+	cleared []tandem.DirtyCart // converged, still to clear in the DirtyLog
+	wake    chan struct{}
+}
+
+// ConvergeObserver is told of every convergence of a cart; the metrics
+// satisfy it. sinceDivergence is zero unless the cart was dirty.
+type ConvergeObserver interface {
+	ObserveConvergence(pod string, result ConvergeResult, sinceDivergence time.Duration)
+}
+
+// ConvergeStats is the state of a router's convergence, for reports.
+type ConvergeStats struct {
+	// Dirty is how many carts wait to be converged.
+	Dirty int `json:"dirty_carts"`
+	// Oldest is when the oldest dirty cart was marked (zero when none).
+	Oldest time.Time `json:"oldest_dirty_since,omitzero"`
+	// Results counts convergences by result since start.
+	Results map[ConvergeResult]int64 `json:"results"`
+	// LastSweep is the last anti-entropy sweep (nil before the first).
+	LastSweep *SweepReport `json:"last_sweep,omitempty"`
+}
+
+// retryDelay is the wait before the first convergence of a dirty cart: a
+// shadow operation that timed out may still land, and the convergence must
+// see it. Later attempts back off to maxRetryDelay.
+func (r *Router) retryDelay(attempts int) time.Duration {
+	d := 2 * r.ShadowTimeout
+	for i := 0; i < attempts && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryDelay)
+}
+
+const (
+	maxRetryDelay = 5 * time.Second
+	// convergeBatch bounds the carts one worker round converges.
+	convergeBatch = 256
+	// convergeParallel is how many carts the worker converges at once.
+	convergeParallel = 8
+)
+
+// markDirty marks a cart dirty with the store whose state the other must
+// reach. Safe from any goroutine; never blocks on a store.
+func (r *Router) markDirty(ck cartKey, authority, cause string) {
+	r.markDirtyWith(ck, authority, cause, nil)
+}
+
+// markDirtyWith is markDirty with a comparison to record once the cart
+// has converged (see reconcile).
+func (r *Router) markDirtyWith(ck cartKey, authority, cause string, later *tandem.Comparison) {
+	now := time.Now()
+	d := &r.dirty
+	d.mu.Lock()
+	e := d.m[ck]
+	if e == nil {
+		e = &dirtyEntry{cart: tandem.DirtyCart{ShopID: ck.shop, CartToken: ck.token, Since: r.Now().UTC()}}
+		d.m[ck] = e
+	}
+	e.cart.Authority = authority
+	e.cart.MarkedAt = r.Now().UTC()
+	e.gen++
+	e.stored = false
+	e.cause = cause
+	e.next = now.Add(r.retryDelay(0))
+	var flush *tandem.Comparison
+	if later != nil {
+		flush, e.deferred = e.deferred, later
+	}
+	d.mu.Unlock()
+	if flush != nil {
+		r.recordDeferred(flush, false) // superseded by a newer difference
+	}
+	r.wakeWorker()
+}
+
+// recordDeferred records a deferred comparison: a match when the cart
+// converged, else the divergence it was.
+func (r *Router) recordDeferred(c *tandem.Comparison, converged bool) {
+	if r.Recorder == nil {
+		return
+	}
+	if converged {
+		c.Kind, c.Repaired = "", true
+	}
+	r.Recorder.Record(*c)
+}
+
+func (r *Router) wakeWorker() {
+	select {
+	case r.dirty.wake <- struct{}{}:
+	default:
+	}
+}
+
+// DirtyCarts returns how many carts wait to be converged.
+func (r *Router) DirtyCarts() int {
+	r.init()
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	return len(r.dirty.m)
+}
+
+// ConvergeStats returns the state of the router's convergence.
+func (r *Router) ConvergeStats() ConvergeStats {
+	r.init()
+	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
+	r.dirty.mu.Lock()
+	st.Dirty = len(r.dirty.m)
+	for _, e := range r.dirty.m {
+		if st.Oldest.IsZero() || e.cart.Since.Before(st.Oldest) {
+			st.Oldest = e.cart.Since
+		}
+	}
+	r.dirty.mu.Unlock()
+	r.statsMu.Lock()
+	for k, v := range r.results {
+		st.Results[k] = v
+	}
+	if r.lastSweep != nil {
+		sw := *r.lastSweep
+		st.LastSweep = &sw
+	}
+	r.statsMu.Unlock()
+	return st
+}
+
+// observe counts one convergence. An equal cart that was not dirty is not
+// counted: it is the common case of a matching shadow.
+func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
+	if err != nil && res != ConvergeConflict {
+		res = ConvergeFailed
+	}
+	r.statsMu.Lock()
+	r.results[res]++
+	r.statsMu.Unlock()
+	if r.Observer != nil {
+		r.Observer.ObserveConvergence(r.Pod, res, since)
+	}
+}
+
+// Open starts the router's background convergence: it loads the pod's
+// dirty carts from the DirtyLog, converges dirty carts with backoff, and
+// sweeps the stores for carts and positions that differ every
+// SweepInterval. Close stops it.
+func (r *Router) Open() error {
+	r.init()
+	if r.Dirty != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
+		cancel()
+		if err != nil {
+			// The log is in a store that may be down; the sweep finds what
+			// it would have told.
+			r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", r.Pod, "error", err)
+		}
+		r.dirty.mu.Lock()
+		for _, c := range carts {
+			ck := cartKey{c.ShopID, c.CartToken}
+			if r.dirty.m[ck] == nil {
+				r.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
+			}
+		}
+		r.dirty.mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.closeMux.Lock()
+	defer r.closeMux.Unlock()
+	if r.closed || r.stopWorker != nil {
+		cancel()
+		return nil
+	}
+	r.stopWorker = cancel
+	r.workerDone = make(chan struct{})
+	go r.work(ctx)
+	return nil
+}
+
+// work is the convergence worker.
+func (r *Router) work(ctx context.Context) {
+	defer close(r.workerDone)
+	tick := time.NewTicker(r.ShadowTimeout / 2)
+	defer tick.Stop()
+	nextSweep := time.Now().Add(r.SweepInterval)
+	for {
+		select {
+		case <-ctx.Done():
+			r.flushDirty(context.Background())
+			return
+		case <-tick.C:
+		case <-r.dirty.wake:
+		case <-r.sweepCh:
+			nextSweep = time.Now()
+		}
+		r.flushDirty(ctx)
+		r.convergeDue(ctx)
+		if !time.Now().Before(nextSweep) {
+			nextSweep = time.Now().Add(r.SweepInterval)
+			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
+			}
+		}
+	}
+}
+
+// sweepSoon asks the worker for a sweep at its next round.
+func (r *Router) sweepSoon() {
+	select {
+	case r.sweepCh <- struct{}{}:
+	default:
+	}
+}
+
+// flushDirty writes new marks to the DirtyLog and removes converged ones.
+func (r *Router) flushDirty(ctx context.Context) {
+	if r.Dirty == nil {
+		return
+	}
+	d := &r.dirty
+	d.mu.Lock()
+	var marks []tandem.DirtyCart
+	gens := map[cartKey]uint64{}
+	for ck, e := range d.m {
+		if !e.stored {
+			marks = append(marks, e.cart)
+			gens[ck] = e.gen
+		}
+	}
+	cleared := d.cleared
+	d.cleared = nil
+	d.mu.Unlock()
+	if len(marks) == 0 && len(cleared) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	defer cancel()
+	if err := r.Dirty.ClearDirty(ctx, cleared); err != nil {
+		d.mu.Lock()
+		d.cleared = append(d.cleared, cleared...)
+		d.mu.Unlock()
+	}
+	if len(marks) == 0 || r.Dirty.MarkDirty(ctx, marks) != nil {
+		return
+	}
+	d.mu.Lock()
+	for ck, g := range gens {
+		if e := d.m[ck]; e != nil && e.gen == g {
+			e.stored = true
+		}
+	}
+	d.mu.Unlock()
+}
+
+// convergeDue converges the dirty carts whose time has come.
+func (r *Router) convergeDue(ctx context.Context) {
+	now := time.Now()
+	type due struct {
+		ck  cartKey
+		e   dirtyEntry
+		gen uint64
+	}
+	var list []due
+	r.dirty.mu.Lock()
+	for ck, e := range r.dirty.m {
+		if !e.next.After(now) {
+			list = append(list, due{ck, *e, e.gen})
+		}
+	}
+	r.dirty.mu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].e.next.Before(list[j].e.next) })
+	if len(list) > convergeBatch {
+		list = list[:convergeBatch]
+	}
+	sem := make(chan struct{}, convergeParallel)
+	var wg sync.WaitGroup
+	for _, it := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority)
+			r.settleDirty(it.ck, it.gen, res, err)
+		}()
+	}
+	wg.Wait()
+}
+
+// convergeDirty converges one dirty cart in the cart's line, from the store
+// that answered the buyer to the other.
+func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string) (ConvergeResult, error) {
+	mode := r.routeMode()
+	if mode.Shadow() == "" {
+		return ConvergeDropped, nil
+	}
+	from := r.store(authority)
+	if from == nil {
+		from = r.store(mode.SourceOfTruth())
+	}
+	prev, finish := r.enqueue(ck)
+	defer finish()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return ConvergeFailed, ctx.Err()
+		}
+	}
+	return r.convergeCart(ctx, ck, from, r.other(from))
+}
+
+// settleDirty records the end of one attempt on a dirty cart: converged
+// (unless marked again meanwhile), or retried with backoff.
+func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err error) {
+	d := &r.dirty
+	d.mu.Lock()
+	e := d.m[ck]
+	if e == nil {
+		d.mu.Unlock()
+		return
+	}
+	var since time.Duration
+	var deferred *tandem.Comparison
+	converged := false
+	if err == nil && e.gen == gen {
+		delete(d.m, ck)
+		if e.stored || r.Dirty != nil {
+			d.cleared = append(d.cleared, e.cart)
+		}
+		since = r.Now().Sub(e.cart.Since)
+		deferred, converged = e.deferred, true
+	} else if err != nil {
+		e.attempts++
+		e.next = time.Now().Add(r.retryDelay(e.attempts))
+		e.cause = tandem.ErrorMessage(err)
+		if e.attempts >= deferredGiveUp || res == ConvergeConflict {
+			deferred, e.deferred = e.deferred, nil
+		}
+	}
+	attempts := e.attempts
+	d.mu.Unlock()
+	if deferred != nil {
+		r.recordDeferred(deferred, converged)
+	}
+	if err == nil && res == ConvergeEqual && since == 0 {
+		return
+	}
+	r.observe(res, err, since)
+	if err != nil && attempts > 0 && attempts%10 == 0 {
+		r.Logger.Warnw("a dirty cart still does not converge", "pod", r.Pod,
+			"shop_id", ck.shop, "cart_token", ck.token, "attempts", attempts, "error", err)
+	}
+}
+
+// suspect reports whether the other store's copy of a cart the SoT does not
+// know may be one the SoT refused: the cart is dirty with the SoT as its
+// authority, here or (through the shared DirtyLog) on another instance, so
+// its copy waits to be discarded and must not answer the buyer. A copy from
+// an earlier SoT is not suspect: the store that granted it is its authority.
+func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
+	r.dirty.mu.Lock()
+	e := r.dirty.m[ck]
+	mine := e != nil && e.cart.Authority == sot
+	r.dirty.mu.Unlock()
+	if mine || e != nil || r.Dirty == nil {
+		return mine
+	}
+	var c *tandem.DirtyCart
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		c, err = r.Dirty.LookupDirty(ctx, ck.shop, ck.token)
+		return err
+	})
+	// A log that cannot be read leaves the copy suspect: the buyer is told
+	// not_found rather than sold a unit the SoT may have refused.
+	return err != nil || c != nil && c.Authority == sot
+}

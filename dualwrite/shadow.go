@@ -1,0 +1,285 @@
+package dualwrite
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// The shadow path. Every dual-written operation of a cart gets one shadow
+// job: it runs the operation on the shadow under ShadowTimeout (a reserve
+// concurrently with the SoT, a claim or release once the SoT settled it),
+// compares the two answers and, when they differ, converges the cart: the
+// shadow is made equal to what the store that answered the buyer holds for
+// it (converge.go). A cart whose job was dropped, timed out or could not be
+// converged is marked dirty and converged later by the background worker
+// (dirty.go), so nothing is given up.
+//
+// The jobs of one cart run one after the other, in admission order: a job
+// starts only when its predecessor, convergence included, has finished.
+// The wait in line has no time limit of its own (every store call of the
+// job before it has one); ShadowTimeout bounds each store call.
+
+// shadowJob is one shadow operation in flight.
+type shadowJob struct {
+	primaryCh chan tandem.Outcome // the SoT's outcome, sent once
+	rawCh     chan shadowAnswer   // the shadow's first answer, sent once
+}
+
+// shadowAnswer is the shadow store's answer to the operation.
+type shadowAnswer struct {
+	outcome tandem.Outcome
+	res     *tandem.Reservation
+	err     error
+}
+
+// primary hands the SoT's outcome to the shadow job (no-op without one).
+func (j *shadowJob) primary(o tandem.Outcome) {
+	if j != nil {
+		j.primaryCh <- o
+	}
+}
+
+// wait returns the shadow's first answer, if it comes within d.
+func (j *shadowJob) wait(ctx context.Context, d time.Duration) (shadowAnswer, bool) {
+	if j == nil {
+		return shadowAnswer{}, false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case a := <-j.rawCh:
+		return a, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return shadowAnswer{}, false
+}
+
+// answer hands the shadow's answer (or its absence) to the waiting request.
+func (j *shadowJob) answer(o tandem.Outcome, res *tandem.Reservation, err error) {
+	j.rawCh <- shadowAnswer{outcome: o, res: res, err: err}
+}
+
+// primaryWait bounds how long a shadow job waits for the SoT's outcome
+// before it gives up comparing (the SoT call is bounded by the request).
+const primaryWait = 30 * time.Second
+
+// enqueue puts a job in the cart's line: prev is closed when the job before
+// it is done (nil when there is none), and finish must be called once when
+// this job is done.
+func (r *Router) enqueue(ck cartKey) (prev <-chan struct{}, finish func()) {
+	done := make(chan struct{})
+	r.mu.Lock()
+	if p, ok := r.shadowCarts[ck]; ok {
+		prev = p
+	}
+	r.shadowCarts[ck] = done
+	r.mu.Unlock()
+	return prev, func() {
+		close(done)
+		r.mu.Lock()
+		if r.shadowCarts[ck] == done {
+			delete(r.shadowCarts, ck)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// takeSlot takes one of MaxInflight shadow slots, false when none is free
+// or the router is closed. The caller gives it back with <-r.slots.
+func (r *Router) takeSlot() bool {
+	r.closeMux.Lock()
+	defer r.closeMux.Unlock()
+	if r.closed {
+		return false
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// goShadow runs op on the admitted operation's shadow store; then, once the
+// SoT's outcome is known, the comparison and, when they differ, the
+// convergence of the cart. The operation stays open in its epoch until the
+// job is done, so that a change of SoT waits for it (admit). It returns nil
+// when the mode has no shadow.
+func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bool,
+	run func(ctx context.Context) (*tandem.Reservation, error)) *shadowJob {
+	if o.shadow == nil {
+		return nil
+	}
+	job := &shadowJob{primaryCh: make(chan tandem.Outcome, 1), rawCh: make(chan shadowAnswer, 1)}
+	admitted := r.takeSlot()
+	r.wg.Add(1)
+	r.pending.Add(1)
+	o.hold()
+	base := context.WithoutCancel(ctx)
+	if !admitted {
+		// Dropped: no shadow work now; the cart is converged later, and the
+		// comparison is still recorded once the SoT answers. The goroutine
+		// only waits on a buffered channel.
+		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
+		job.answer(dropped, nil, nil)
+		go func() {
+			defer r.wg.Done()
+			defer r.pending.Add(-1)
+			defer o.unref()
+			p, ok := waitOutcome(job.primaryCh)
+			if ok && afterPrimary && !settles(p) && !p.Failed() {
+				return // the shadow would not have followed it anyway
+			}
+			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeDropped)
+			if ok && !p.Failed() {
+				r.record(o.mode, op, o.ck.shop, o.ck.token, p, dropped, false, false)
+			}
+		}()
+		return job
+	}
+	prev, finish := r.enqueue(o.ck)
+	go func() {
+		defer r.wg.Done()
+		defer r.pending.Add(-1)
+		defer o.unref()
+		defer finish()
+		defer func() { <-r.slots }()
+		r.runShadow(base, o, op, afterPrimary, prev, job, run)
+	}()
+	return job
+}
+
+// runShadow is the body of a shadow job, in the cart's line.
+func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary bool, prev <-chan struct{},
+	job *shadowJob, run func(ctx context.Context) (*tandem.Reservation, error)) {
+	var p tandem.Outcome
+	havePrimary := false
+	if afterPrimary {
+		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !settles(p) {
+			job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
+			if !havePrimary || p.Failed() {
+				// The SoT's answer was lost: it may have settled the cart.
+				r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeSkipped)
+			}
+			return
+		}
+	}
+	if prev != nil {
+		<-prev
+	}
+	if havePrimary && p.Status == tandem.ENOTFOUND && r.suspect(base, o.ck, o.sot.Name()) {
+		// The shadow's copy may be a hold the SoT refused, still to be
+		// discarded: it is converged, never claimed or released for the
+		// buyer.
+		job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
+		r.markDirty(o.ck, o.sot.Name(), "suspect copy")
+		return
+	}
+	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
+	start := time.Now()
+	res, err := run(sctx)
+	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
+	cancel()
+	sh := tandem.OutcomeOf(o.shadow.Name(), res, err, time.Since(start))
+	if timedOut {
+		sh.Status = tandem.OutcomeTimeout
+	}
+	job.answer(sh, res, err)
+
+	if !havePrimary {
+		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
+			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeTimeout)
+			return
+		}
+	}
+	repaired, deferred := r.reconcile(base, o, op, p, sh)
+	if !p.Failed() && !deferred {
+		r.record(o.mode, op, o.ck.shop, o.ck.token, p, sh, timedOut, repaired)
+	}
+}
+
+// reconcile brings the shadow to the state of the store that answered the
+// buyer, when the two answers differ, and reports whether the difference
+// was only contention that convergence resolved (it then counts as a
+// match): at the sold-out boundary the two stores pick their winners
+// concurrently, and a shadow release of another cart may land just after.
+// A cart it cannot converge now is marked dirty; so is one whose shadow
+// answer was lost, since the lost operation may still land. A contention
+// difference that cannot be converged at once (the shadow's ledger row is
+// queued behind the sold-out boundary's slow path) is deferred: its
+// comparison is recorded when the worker has converged the cart, as a
+// match, or as the divergence it was when the cart does not converge.
+func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.Outcome) (repaired, deferred bool) {
+	if !p.Failed() && p.Status == sh.Status && sameLines(p.Lines, sh.Lines) {
+		return false, false
+	}
+	authority, other := o.sot, o.shadow
+	if p.Status == tandem.ENOTFOUND && honoured(op, sh) {
+		// The buyer was answered from the shadow's copy (a hold from an
+		// earlier SoT): that copy is the cart's truth.
+		authority, other = o.shadow, o.sot
+	}
+	res, err := r.convergeCart(ctx, o.ck, authority, other)
+	r.observe(res, err, 0)
+	cont := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
+	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
+		cause := sh.Status
+		if err != nil {
+			cause = "converge: " + tandem.ErrorMessage(err)
+		}
+		var later *tandem.Comparison
+		if cont && err != nil && res != ConvergeConflict {
+			c := r.comparison(o.mode, op, o.ck.shop, o.ck.token, p, sh, false, false)
+			later = &c
+		}
+		r.markDirtyWith(o.ck, authority.Name(), cause, later)
+		return false, later != nil
+	}
+	return cont, false
+}
+
+// contention reports whether a reserve's two answers differ only as the
+// sold-out boundary makes them differ: one store held and the other was
+// short, or both held in other groups.
+func contention(p, sh tandem.Outcome) bool {
+	held := func(s string) bool { return s == string(tandem.StatusReserved) }
+	short := func(s string) bool { return s == tandem.EINSUFFICIENT }
+	switch {
+	case held(p.Status) && held(sh.Status):
+		return true // other groups
+	case held(p.Status) && short(sh.Status), short(p.Status) && held(sh.Status):
+		return true
+	}
+	return false
+}
+
+func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
+	t := time.NewTimer(primaryWait)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		return o, true
+	case <-t.C:
+		return tandem.Outcome{}, false
+	}
+}
+
+// settles reports whether the shadow follows a claim or release the SoT
+// answered p: only one the SoT settled (the shadow settles its copy), or a
+// cart the SoT does not know (the shadow's copy, from an earlier SoT, is
+// the buyer's answer). A cart the SoT refuses as gone or already claimed is
+// left to the shadow's own state and reaper: a shadow claim of a hold the
+// SoT saw expire would deduct the ledger for a sale the buyer was refused
+// (the shadow's copy expires later, having landed later), and a shadow
+// release of a cart the SoT sold would put sold units back on sale.
+func settles(p tandem.Outcome) bool {
+	switch p.Status {
+	case string(tandem.StatusClaimed), string(tandem.StatusReleased), tandem.ENOTFOUND:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,263 @@
+package dualwrite
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Anti-entropy. The sweep compares the two maintained stores hold by hold
+// and position by position, converges every cart that differs (from the
+// SoT), and recounts the shadow's positions that still disagree with the
+// ledger once their carts agree. It runs every SweepInterval, after a
+// shadow stock count that may not have landed, and with every audit that
+// finds drift; resync stays for disasters (a Redis that lost its data).
+
+// CartDiff is one cart the two stores hold differently.
+type CartDiff struct {
+	ShopID    int64  `json:"shop_id"`
+	CartToken string `json:"cart_token"`
+	// SoT and Shadow are the lines each store holds (nil: no hold).
+	SoT    []tandem.Line `json:"sot"`
+	Shadow []tandem.Line `json:"shadow"`
+}
+
+// Diff is how a pod's maintained stores differ from each other and from
+// the ledger.
+type Diff struct {
+	Mode      tandem.Mode    `json:"mode"`
+	Holds     int            `json:"holds_compared"`
+	Carts     []CartDiff     `json:"carts"`
+	Positions []tandem.Drift `json:"positions"`
+}
+
+// Empty reports whether the stores agree hold by hold and with the ledger.
+func (d *Diff) Empty() bool { return len(d.Carts) == 0 && len(d.Positions) == 0 }
+
+// String lists the differences, for logs and test failures.
+func (d *Diff) String() string {
+	s := fmt.Sprintf("mode %s, %d holds compared", d.Mode, d.Holds)
+	for _, c := range d.Carts {
+		s += fmt.Sprintf("\n  cart %d/%s: sot %v, shadow %v", c.ShopID, c.CartToken, c.SoT, c.Shadow)
+	}
+	for _, p := range d.Positions {
+		s += fmt.Sprintf("\n  position %d/%d/%d: ledger %d, redis available %v, mysql available %v",
+			p.ShopID, p.ItemID, p.GroupID, p.LedgerOnHand, deref(p.RedisAvailable), deref(p.MySQLAvailable))
+	}
+	return s
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// Diff compares the stores the pod's mode maintains: every active hold of
+// the SoT must be in the shadow with the same lines and groups and no
+// other hold may be (invariant 5), and every position must agree with the
+// ledger in each store and between the stores. It reads a snapshot of
+// each store one after the other: with traffic, holds in flight show.
+func (r *Router) Diff(ctx context.Context) (*Diff, error) {
+	r.init()
+	mode := r.Mode()
+	d := &Diff{Mode: mode}
+	if shadow := r.store(mode.Shadow()); shadow != nil {
+		sot := r.store(mode.SourceOfTruth())
+		a, err := activeHolds(ctx, sot)
+		if err != nil {
+			return nil, err
+		}
+		b, err := activeHolds(ctx, shadow)
+		if err != nil {
+			return nil, err
+		}
+		d.Holds = len(a)
+		for ck, la := range a {
+			if lb, ok := b[ck]; !ok || !sameLines(la, lb) {
+				d.Carts = append(d.Carts, CartDiff{ShopID: ck.shop, CartToken: ck.token, SoT: la, Shadow: b[ck]})
+			}
+		}
+		for ck, lb := range b {
+			if _, ok := a[ck]; !ok {
+				d.Carts = append(d.Carts, CartDiff{ShopID: ck.shop, CartToken: ck.token, Shadow: lb})
+			}
+		}
+		sort.Slice(d.Carts, func(i, j int) bool {
+			if d.Carts[i].ShopID != d.Carts[j].ShopID {
+				return d.Carts[i].ShopID < d.Carts[j].ShopID
+			}
+			return d.Carts[i].CartToken < d.Carts[j].CartToken
+		})
+	}
+	res, err := r.auditPass(ctx, mode, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.Positions = res.drifted
+	return d, nil
+}
+
+func activeHolds(ctx context.Context, s tandem.ReservationStore) (map[cartKey][]tandem.Line, error) {
+	rs, ok := s.(tandem.Resyncer)
+	if !ok {
+		return nil, fmt.Errorf("%s cannot list its holds", s.Name())
+	}
+	list, err := rs.ActiveHolds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s holds: %w", s.Name(), err)
+	}
+	m := make(map[cartKey][]tandem.Line, len(list))
+	for _, h := range list {
+		m[cartKey{h.ShopID, h.CartToken}] = h.Lines
+	}
+	return m, nil
+}
+
+// SweepReport is what one anti-entropy sweep found and fixed.
+type SweepReport struct {
+	At time.Time `json:"at"`
+	// Holds is how many SoT holds were compared.
+	Holds int `json:"holds_compared"`
+	// Carts is how many carts differed; Converged how many of them the
+	// sweep made equal.
+	Carts     int `json:"carts_differing"`
+	Converged int `json:"carts_converged"`
+	// Recounted are the shadow positions set again from the ledger.
+	Recounted []tandem.Key `json:"positions_recounted"`
+	// Left is what still differs after the sweep (in flight, or failing).
+	Left int `json:"left"`
+}
+
+// Sweep compares the stores and converges what differs: each cart from the
+// SoT (in the cart's line, so never across its own shadow work), then each
+// position of the shadow that still disagrees with the ledger, when no
+// shadow work is in flight on this instance.
+func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
+	r.init()
+	r.sweepMu.Lock()
+	defer r.sweepMu.Unlock()
+	mode := r.Mode()
+	rep := &SweepReport{At: r.Now().UTC()}
+	shadow := r.store(mode.Shadow())
+	if shadow == nil {
+		return rep, nil
+	}
+	sot := r.store(mode.SourceOfTruth())
+	d, err := r.Diff(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Holds, rep.Carts = d.Holds, len(d.Carts)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, convergeParallel)
+	for _, c := range d.Carts {
+		ck := cartKey{c.ShopID, c.CartToken}
+		if r.isDirty(ck) {
+			continue // the worker has it, with the authority that answered the buyer
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			prev, finish := r.enqueue(ck)
+			if prev != nil {
+				<-prev
+			}
+			res, err := r.convergeCart(ctx, ck, sot, shadow)
+			finish()
+			if res != ConvergeEqual || err != nil {
+				r.observe(res, err, 0)
+			}
+			if res == ConvergeRepaired {
+				// A difference no failure explained: drift, reported as such.
+				r.recordDrift(mode, c)
+			}
+			if err != nil {
+				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err))
+				return
+			}
+			mu.Lock()
+			rep.Converged++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if rep.Converged > 0 {
+		if d, err = r.Diff(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if rc, ok := shadow.(tandem.Recounter); ok && len(d.Carts) == 0 && r.pending.Load() == 0 {
+		for _, p := range d.Positions {
+			k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
+			if _, err := rc.Recount(ctx, k); err == nil {
+				rep.Recounted = append(rep.Recounted, k)
+			}
+		}
+		if len(rep.Recounted) > 0 {
+			if d, err = r.Diff(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rep.Left = len(d.Carts) + len(d.Positions)
+	r.statsMu.Lock()
+	r.lastSweep = rep
+	r.statsMu.Unlock()
+	return rep, nil
+}
+
+func (r *Router) isDirty(ck cartKey) bool {
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	return r.dirty.m[ck] != nil
+}
+
+// Converged waits until the pod's stores agree hold by hold and with the
+// ledger, and no cart is dirty, or until ctx ends; it returns the last
+// differences seen. Tests and the soak use it once traffic has stopped.
+func (r *Router) Converged(ctx context.Context) (*Diff, error) {
+	r.init()
+	for {
+		r.Wait()
+		d, err := r.Diff(ctx)
+		if err == nil && d.Empty() && r.DirtyCarts() == 0 {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return nil, err
+			}
+			return d, fmt.Errorf("pod %s did not converge: %d dirty carts; %s", r.Pod, r.DirtyCarts(), d)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// recordDrift reports a cart the sweep found different and converged.
+func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
+	if r.Recorder == nil {
+		return
+	}
+	state := func(store string, lines []tandem.Line) tandem.Outcome {
+		o := tandem.Outcome{Store: store, Status: string(tandem.StatusReserved), Lines: lines}
+		if lines == nil {
+			o.Status = "no_hold"
+		}
+		return o
+	}
+	r.Recorder.Record(tandem.Comparison{
+		At: r.Now(), Pod: r.Pod, Op: tandem.OpAudit, ShopID: c.ShopID, CartToken: c.CartToken,
+		SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
+		Primary: state(mode.SourceOfTruth(), c.SoT), Shadow: state(mode.Shadow(), c.Shadow),
+	})
+}

@@ -1,0 +1,150 @@
+package mysqlres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+var (
+	_ tandem.Placer   = (*Store)(nil)
+	_ tandem.DirtyLog = (*Store)(nil)
+)
+
+// Place implements tandem.Placer: the router converges a MySQL shadow to a
+// hold its source of truth granted. The hold is taken like a reserve whose
+// every line names only the hold's group, with no fingerprint, so that the
+// buyer's own retry matches it.
+func (s *Store) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
+	req := pinnedRequest(hold)
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	now := s.Now().UTC().Truncate(time.Microsecond)
+	expires := hold.ExpiresAt.UTC().Truncate(time.Microsecond)
+	if !expires.After(now) {
+		return nil, tandem.Errorf(tandem.EINVALID, "hold %s expired at %s", hold.CartToken, expires)
+	}
+	// A cart the ledger records as claimed is never held again: the hold
+	// being placed was claimed since the caller read it.
+	claimed, err := s.Ledger().Claimed(ctx, hold.ShopID, hold.CartToken)
+	if err != nil {
+		return nil, err
+	}
+	if claimed {
+		return nil, tandem.Errorf(tandem.ECONFLICT, "cart %s is already claimed", hold.CartToken)
+	}
+	return s.reserve(ctx, req, "", now, expires)
+}
+
+// pinnedRequest asks for exactly hold's lines, each from its own group.
+func pinnedRequest(hold tandem.Reservation) tandem.ReserveRequest {
+	req := tandem.ReserveRequest{CartToken: hold.CartToken, ShopID: hold.ShopID, Lines: make([]tandem.LineRequest, len(hold.Lines))}
+	for i, l := range hold.Lines {
+		req.Lines[i] = tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}}
+	}
+	return req
+}
+
+// Statements of the dirty-cart log.
+const (
+	markDirtySQL   = "/* conn_tag='converge' */ INSERT INTO shadow_dirty (shop_id, cart_token, authority, since, marked_at) VALUES %s ON DUPLICATE KEY UPDATE authority = VALUES(authority), marked_at = GREATEST(marked_at, VALUES(marked_at))"
+	dirtyValuesSQL = "(?, ?, ?, ?, ?)"
+	listDirtySQL   = "/* conn_tag='converge' */ SELECT shop_id, cart_token, authority, since, marked_at FROM shadow_dirty ORDER BY since LIMIT ?"
+	clearDirtySQL  = "/* conn_tag='converge' */ DELETE FROM shadow_dirty WHERE shop_id = ? AND cart_token = ? AND marked_at <= ?"
+	lookupDirtySQL = "/* conn_tag='converge' */ SELECT authority, since, marked_at FROM shadow_dirty WHERE shop_id = ? AND cart_token = ?"
+)
+
+// LookupDirty implements tandem.DirtyLog.
+func (s *Store) LookupDirty(ctx context.Context, shopID int64, cartToken string) (*tandem.DirtyCart, error) {
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	var c *tandem.DirtyCart
+	err := s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
+		d := tandem.DirtyCart{ShopID: shopID, CartToken: cartToken}
+		err := conn.QueryRowContext(ctx, lookupDirtySQL, shopID, cartToken).Scan(&d.Authority, &d.Since, &d.MarkedAt)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		d.Since, d.MarkedAt = d.Since.UTC(), d.MarkedAt.UTC()
+		c = &d
+		return nil
+	})
+	return c, err
+}
+
+// MarkDirty implements tandem.DirtyLog in the pod's database.
+func (s *Store) MarkDirty(ctx context.Context, carts []tandem.DirtyCart) error {
+	if len(carts) == 0 {
+		return nil
+	}
+	if s.db == nil {
+		return errNotOpen
+	}
+	vals := make([]string, len(carts))
+	args := make([]any, 0, 5*len(carts))
+	for i, c := range carts {
+		vals[i] = dirtyValuesSQL
+		args = append(args, c.ShopID, c.CartToken, c.Authority, c.Since.UTC(), c.MarkedAt.UTC())
+	}
+	stmt := fmt.Sprintf(markDirtySQL, strings.Join(vals, ", "))
+	return s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, stmt, args...)
+		return err
+	})
+}
+
+// DirtyCarts implements tandem.DirtyLog.
+func (s *Store) DirtyCarts(ctx context.Context, limit int) ([]tandem.DirtyCart, error) {
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	var out []tandem.DirtyCart
+	err := s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
+		out = nil
+		rows, err := conn.QueryContext(ctx, listDirtySQL, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c tandem.DirtyCart
+			if err := rows.Scan(&c.ShopID, &c.CartToken, &c.Authority, &c.Since, &c.MarkedAt); err != nil {
+				return err
+			}
+			c.Since, c.MarkedAt = c.Since.UTC(), c.MarkedAt.UTC()
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ClearDirty implements tandem.DirtyLog.
+func (s *Store) ClearDirty(ctx context.Context, carts []tandem.DirtyCart) error {
+	if len(carts) == 0 {
+		return nil
+	}
+	if s.db == nil {
+		return errNotOpen
+	}
+	return s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
+		for _, c := range carts {
+			if _, err := conn.ExecContext(ctx, clearDirtySQL, c.ShopID, c.CartToken, c.MarkedAt.UTC()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
