@@ -2,6 +2,7 @@ package dualwrite
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -415,4 +416,40 @@ func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	// A log that cannot be read leaves the copy suspect: the buyer is told
 	// not_found rather than sold a unit the SoT may have refused.
 	return err != nil || c != nil && c.Authority == sot
+}
+
+// catchUp converges a cart that is dirty here with another authority than
+// the SoT the operation was admitted under (its hold was granted, released
+// or claimed by the other store before a flip or a kill switch, and its
+// copy had not reached this SoT yet), before the SoT answers for it: the
+// new SoT then holds what the old one granted, and never answers from a
+// copy the old one refused. A cart that cannot be caught up stays dirty
+// and its request is answered 503: the SoT's view of it may be wrong.
+func (r *Router) catchUp(ctx context.Context, o *op) error {
+	if o.ck.token == "" || o.shadow == nil {
+		return nil
+	}
+	r.dirty.mu.Lock()
+	e := r.dirty.m[o.ck]
+	stale := e != nil && e.cart.Authority != o.sot.Name()
+	var gen uint64
+	if stale {
+		gen = e.gen
+	}
+	r.dirty.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	prev, finish := r.enqueue(o.ck)
+	if prev != nil {
+		<-prev
+	}
+	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot)
+	finish()
+	r.settleDirty(o.ck, gen, res, err)
+	if err != nil {
+		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
+			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
+	}
+	return nil
 }

@@ -1,45 +1,12 @@
 package dualwrite_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tandemhq/tandem"
-	"github.com/tandemhq/tandem/mysqlres"
-	"github.com/tandemhq/tandem/redisres"
 )
-
-// slowRedis delays the reserves of one cart (every cart when token is
-// empty) in a Redis store, keeping its other methods (Discard,
-// FollowOnHand, Rebuild) for the router's repairs.
-type slowRedis struct {
-	*redisres.Store
-	delay time.Duration
-	token string
-}
-
-func (s *slowRedis) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
-	if s.token == "" || s.token == req.CartToken {
-		time.Sleep(s.delay)
-	}
-	return s.Store.Reserve(ctx, req)
-}
-
-// slowMySQL delays the reserves of one cart in a MySQL store, as slowRedis.
-type slowMySQL struct {
-	*mysqlres.Store
-	delay time.Duration
-	token string
-}
-
-func (s *slowMySQL) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
-	if s.token == "" || s.token == req.CartToken {
-		time.Sleep(s.delay)
-	}
-	return s.Store.Reserve(ctx, req)
-}
 
 // status returns the cart's status in one store, "" when it never saw it.
 func status(t *testing.T, s tandem.ReservationStore, shop int64, token string) tandem.Status {
@@ -70,7 +37,7 @@ func TestRouter_SettleFollowsReserve(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustOpenPod(t, tandem.ModeShadow)
-			p.Router.Redis = &slowRedis{Store: p.redis, delay: 300 * time.Millisecond} // the SoT
+			p.fr.set("reserve", 300*time.Millisecond, false) // the SoT
 			k := tandem.Key{ShopID: 5, ItemID: 1, GroupID: 1}
 			if _, err := p.SetOnHand(ctx, k, 3); err != nil {
 				t.Fatal(err)
@@ -115,12 +82,14 @@ func TestRouter_FlipFence(t *testing.T) {
 	}{
 		{"ShadowToMySQL", tandem.ModeShadow,
 			func(p *pod) {
-				p.Router.MySQL = &slowMySQL{Store: p.mysql, delay: 300 * time.Millisecond, token: "first"}
+				p.fm.setOnly("first")
+				p.fm.set("reserve", 300*time.Millisecond, true)
 			},
 			func(p *pod) { p.modes.set(tandem.ModeMySQL) }},
 		{"KillSwitch", tandem.ModeMySQL,
 			func(p *pod) {
-				p.Router.Redis = &slowRedis{Store: p.redis, delay: 300 * time.Millisecond, token: "first"}
+				p.fr.setOnly("first")
+				p.fr.set("reserve", 300*time.Millisecond, true)
 			},
 			func(p *pod) { p.kill.on.Store(true) }},
 	} {
@@ -255,7 +224,8 @@ func TestRouter_RepairKeepsRequest(t *testing.T) {
 	}
 	// A's shadow copy lands late: meanwhile MySQL offers B the unit of
 	// group 1 that Redis gave A.
-	p.Router.MySQL = &slowMySQL{Store: p.mysql, delay: 300 * time.Millisecond, token: "A"}
+	p.fm.setOnly("A")
+	p.fm.set("reserve", 300*time.Millisecond, true)
 	if _, err := p.Reserve(ctx, cart("A", 10, one(1, 1, 1))); err != nil {
 		t.Fatal(err)
 	}

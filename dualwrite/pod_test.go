@@ -81,6 +81,10 @@ type pod struct {
 	*dualwrite.Router
 	redis *redisres.Store
 	mysql *mysqlres.Store
+	// fr and fm are what the router uses: the stores behind fault
+	// injectors (no fault unless a test sets one).
+	fr    redisFaulty
+	fm    *faulty
 	modes *modes
 	kill  *kill
 	rec   *recorder
@@ -108,11 +112,12 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock}
+	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock,
+		fr: redisFaulty{newFaulty(rs)}, fm: newFaulty(ms)}
 	p.modes.set(mode)
 	shops, _ := tandem.ParseShopSet([]string{"1-1000000000"})
 	p.Router = &dualwrite.Router{
-		Pod: "pod-t", Shops: shops, Redis: rs, MySQL: ms, Ledger: ms.Ledger(),
+		Pod: "pod-t", Shops: shops, Redis: p.fr, MySQL: p.fm, Ledger: ms.Ledger(),
 		Modes: p.modes, Kill: p.kill, Recorder: p.rec, Dirty: ms,
 		Now: clock.Now, // production defaults otherwise: shadow.timeout 250ms, max_inflight 256
 	}

@@ -230,6 +230,9 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 		return nil, err
 	}
 	defer o.done()
+	if err := r.catchUp(ctx, o); err != nil {
+		return nil, err
+	}
 	sot, shadow := o.sot, o.shadow
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
 	job := r.goShadow(ctx, o, tandem.OpReserve, false,
@@ -270,6 +273,9 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 		return nil, err
 	}
 	defer o.done()
+	if err := r.catchUp(ctx, o); err != nil {
+		return nil, err
+	}
 	sot, shadow := o.sot, o.shadow
 	// The shadow settles after the SoT, and only if the SoT answered: the SoT
 	// decides what the ledger loses (its lines, its groups), the shadow only

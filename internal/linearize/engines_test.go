@@ -70,23 +70,30 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The shadow timeout is generous: a shadow that times out is a
-	// divergence, not a wrong answer, except for a cart the SoT never saw,
-	// which the router settles from the shadow's answer; -race on a small
-	// machine must not turn that into a false violation.
+	// Production defaults: shadow.timeout 250ms, max_inflight 256. A shadow
+	// that times out is converged afterwards, and the run ends by checking
+	// that the stores agree hold by hold.
 	p.router = &dualwrite.Router{
 		Pod: "pod-lin", Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
-		Modes: p.modes, Kill: p.kill, ShadowTimeout: 5 * time.Second, MaxInflight: 4096,
+		Modes: p.modes, Kill: p.kill, Dirty: p.mysql,
+	}
+	if err := p.router.Open(); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.router.Close() })
 	return p
 }
 
 // mustInvariants waits for the shadow and asserts both stores are
-// internally consistent after the run.
+// internally consistent after the run and, at rest, agree with the ledger
+// and with each other hold by hold (invariant 5).
 func (p *pod) mustInvariants(t *testing.T) {
 	t.Helper()
-	p.router.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := p.router.Converged(ctx); err != nil {
+		t.Error(err)
+	}
 	mustStoreInvariants(t, p.mysql, p.redis)
 }
 

@@ -1,0 +1,179 @@
+package dualwrite_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// faulty wraps a store to inject shadow faults: a delay before chosen
+// operations (with late, the operation still runs after the caller gave up,
+// as a Redis script or a MySQL commit already sent does), or a cut
+// (unavailable) while set. It forwards every optional interface the router
+// uses, so the router treats it as the real store.
+type faulty struct {
+	inner tandem.ReservationStore
+
+	mu    sync.Mutex
+	delay map[string]time.Duration // by operation name
+	late  bool
+	cut   bool
+	only  string // when set, delays apply to this cart token alone
+	inLate atomic.Int64 // late operations still running
+}
+
+func newFaulty(s tandem.ReservationStore) *faulty {
+	return &faulty{inner: s, delay: map[string]time.Duration{}}
+}
+
+func (f *faulty) set(op string, d time.Duration, late bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay[op], f.late = d, late
+}
+
+// setOnly limits the delays to one cart token ("" for every cart).
+func (f *faulty) setOnly(token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.only = token
+}
+
+func (f *faulty) setCut(cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = cut
+}
+
+// heal removes every fault and waits for the late operations to land.
+func (f *faulty) heal() {
+	f.mu.Lock()
+	f.delay, f.cut, f.only = map[string]time.Duration{}, false, ""
+	f.mu.Unlock()
+	for f.inLate.Load() > 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// do runs fn under the faults set for op.
+func do[T any](f *faulty, ctx context.Context, op, token string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	f.mu.Lock()
+	d, late, cut := f.delay[op], f.late, f.cut
+	if f.only != "" && token != f.only {
+		d = 0
+	}
+	f.mu.Unlock()
+	if cut {
+		return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s is cut", f.inner.Name())
+	}
+	if d == 0 {
+		return fn(ctx)
+	}
+	if late {
+		type result struct {
+			v   T
+			err error
+		}
+		ch := make(chan result, 1)
+		f.inLate.Add(1)
+		go func() {
+			defer f.inLate.Add(-1)
+			time.Sleep(d)
+			v, err := fn(context.WithoutCancel(ctx))
+			ch <- result{v, err}
+		}()
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		case <-ctx.Done():
+			return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s %s: %v", f.inner.Name(), op, ctx.Err())
+		}
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s %s: %v", f.inner.Name(), op, ctx.Err())
+	}
+	return fn(ctx)
+}
+
+func (f *faulty) Name() string { return f.inner.Name() }
+
+func (f *faulty) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	return do(f, ctx, "reserve", req.CartToken, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.Reserve(ctx, req) })
+}
+
+func (f *faulty) Claim(ctx context.Context, shop int64, token string) (*tandem.Reservation, error) {
+	return do(f, ctx, "claim", token, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.Claim(ctx, shop, token) })
+}
+
+func (f *faulty) Release(ctx context.Context, shop int64, token string) (*tandem.Reservation, error) {
+	return do(f, ctx, "release", token, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.Release(ctx, shop, token) })
+}
+
+func (f *faulty) Get(ctx context.Context, shop int64, token string) (*tandem.Reservation, error) {
+	return do(f, ctx, "get", token, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.Get(ctx, shop, token) })
+}
+
+func (f *faulty) SetOnHand(ctx context.Context, k tandem.Key, v int64) (*tandem.Counters, error) {
+	return do(f, ctx, "set_on_hand", "", func(ctx context.Context) (*tandem.Counters, error) { return f.inner.SetOnHand(ctx, k, v) })
+}
+
+func (f *faulty) Counters(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
+	return f.inner.Counters(ctx, k)
+}
+
+func (f *faulty) ExpireDue(ctx context.Context, now time.Time, limit int) (int, error) {
+	return f.inner.ExpireDue(ctx, now, limit)
+}
+
+func (f *faulty) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
+	return f.inner.ListCounters(ctx)
+}
+
+func (f *faulty) CheckInvariants(ctx context.Context) ([]tandem.Violation, error) {
+	return f.inner.CheckInvariants(ctx)
+}
+
+func (f *faulty) Discard(ctx context.Context, shop int64, token string) error {
+	_, err := do(f, ctx, "discard", token, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.Discarder).Discard(ctx, shop, token)
+	})
+	return err
+}
+
+func (f *faulty) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
+	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.(tandem.Placer).Place(ctx, hold) })
+}
+
+func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64) (*tandem.Counters, error) {
+	return do(f, ctx, "follow", "", func(ctx context.Context) (*tandem.Counters, error) {
+		return f.inner.(tandem.Follower).FollowOnHand(ctx, k, v, delta)
+	})
+}
+
+func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
+	return f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+}
+
+func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
+	return f.inner.(tandem.Resyncer).Rebuild(ctx, holds)
+}
+
+// redisFaulty adds what only the Redis store has.
+type redisFaulty struct{ *faulty }
+
+func (f redisFaulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
+	_, err := do(f.faulty, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
+	})
+	return err
+}
+
+func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
+	return f.inner.(tandem.Recounter).Recount(ctx, k)
+}
