@@ -138,7 +138,7 @@ type Audit struct {
 	// answered: carts made equal in the shadow, shadow positions set again
 	// from the ledger. Drifted is what was still wrong after that; a clean
 	// audit with fixes still reports the drift it found as state_drift.
-	Converged int   `json:"converged_carts"`
-	Recounted int   `json:"recounted_positions"`
+	Converged int     `json:"converged_carts"`
+	Recounted int     `json:"recounted_positions"`
 	Found     []Drift `json:"found,omitempty"`
 }

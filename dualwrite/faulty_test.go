@@ -17,11 +17,11 @@ import (
 type faulty struct {
 	inner tandem.ReservationStore
 
-	mu    sync.Mutex
-	delay map[string]time.Duration // by operation name
-	late  bool
-	cut   bool
-	only  string // when set, delays apply to this cart token alone
+	mu     sync.Mutex
+	delay  map[string]time.Duration // by operation name
+	late   bool
+	cut    bool
+	only   string       // when set, delays apply to this cart token alone
 	inLate atomic.Int64 // late operations still running
 }
 
@@ -147,7 +147,9 @@ func (f *faulty) Discard(ctx context.Context, shop int64, token string) error {
 }
 
 func (f *faulty) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
-	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) { return f.inner.(tandem.Placer).Place(ctx, hold) })
+	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) {
+		return f.inner.(tandem.Placer).Place(ctx, hold)
+	})
 }
 
 func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64) (*tandem.Counters, error) {
