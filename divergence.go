@@ -62,6 +62,8 @@ type Outcome struct {
 	Lines  []Line `json:"lines,omitempty"`
 	// Replayed is the reservation's Replayed flag (a repeated request).
 	Replayed bool `json:"replayed,omitempty"`
+	// ExpiresAt is the hold's expiry, for a reservation.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Message is the error message, if any.
 	Message string        `json:"message,omitempty"`
 	Latency time.Duration `json:"-"`
@@ -77,7 +79,7 @@ func OutcomeOf(store string, res *Reservation, err error, latency time.Duration)
 		return o
 	}
 	if res != nil {
-		o.Status, o.Lines, o.Replayed = string(res.Status), res.Lines, res.Replayed
+		o.Status, o.Lines, o.Replayed, o.ExpiresAt = string(res.Status), res.Lines, res.Replayed, res.ExpiresAt
 	}
 	return o
 }

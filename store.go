@@ -169,6 +169,14 @@ type Resyncer interface {
 	Rebuild(ctx context.Context, holds []Reservation) (int, error)
 }
 
+// ShopRebuilder is a Resyncer that can rebuild some shops of the pod at a
+// time, so that a copy runs in short steps while buyers are served.
+type ShopRebuilder interface {
+	// RebuildShops is Rebuild limited to shops; every hold must be of one
+	// of them.
+	RebuildShops(ctx context.Context, shops []int64, holds []Reservation) (int, error)
+}
+
 // Ledger is a pod's inventory ledger, in the pod's MySQL: on_hand per
 // position, the source of truth for physical stock, and the record of
 // claimed carts that makes every claim deduct exactly once whichever store

@@ -68,8 +68,12 @@ type ReserveRequest struct {
 	CartToken string
 	ShopID    int64
 	// TTL is how long the hold lasts; zero means the store's default.
-	TTL   time.Duration
-	Lines []LineRequest
+	TTL time.Duration
+	// ExpiresAt, when set, is when the hold ends, whatever TTL says: the
+	// router sets it on the shadow's copy so that both stores' holds end
+	// together. Buyers never set it.
+	ExpiresAt time.Time
+	Lines     []LineRequest
 }
 
 // Line is a held or claimed line: the quantity and the group that covers it.
@@ -204,6 +208,15 @@ func (r *ReserveRequest) Fingerprint() string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:16])
+}
+
+// Expiry returns when a hold taken at now for the request ends: ExpiresAt
+// when set, else now plus the request's TTL, or def when it has none.
+func (r *ReserveRequest) Expiry(now time.Time, def time.Duration) time.Time {
+	if !r.ExpiresAt.IsZero() {
+		return r.ExpiresAt
+	}
+	return now.Add(r.TTLOr(def))
 }
 
 // TTLOr returns the request's TTL, or def when it has none.

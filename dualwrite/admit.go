@@ -76,15 +76,6 @@ func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
 // operation (reads follow the order without joining it). It returns
 // EUNAVAILABLE when ctx ends first. The caller must call done once.
 func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
-	return r.admitAs(ctx, ck, register, false)
-}
-
-// rebuilding is the epoch of a Backfill: it runs alone.
-const rebuilding = "rebuild"
-
-// admitAs is admit; exclusive admits a Backfill as an epoch of its own, after
-// every operation in flight and before any other.
-func (r *Router) admitAs(ctx context.Context, ck *cartKey, register, exclusive bool) (*op, error) {
 	r.init()
 	wait := r.fenceWait()
 	timer := time.NewTimer(wait)
@@ -94,11 +85,8 @@ func (r *Router) admitAs(ctx context.Context, ck *cartKey, register, exclusive b
 	for {
 		mode := r.routeMode()
 		sot := mode.SourceOfTruth()
-		if exclusive {
-			sot = rebuilding
-		}
 		ep := r.epoch
-		if ep != nil && (ep.sot != sot || exclusive || ep.closing) && ep.active > 0 && !expired {
+		if ep != nil && (ep.sot != sot || ep.closing) && ep.active > 0 && !expired {
 			ep.closing = true
 			drained := ep.drained
 			r.mu.Unlock()
@@ -113,7 +101,7 @@ func (r *Router) admitAs(ctx context.Context, ck *cartKey, register, exclusive b
 			r.mu.Lock()
 			continue
 		}
-		if ep == nil || ep.sot != sot || ep.active == 0 || ep.closing || exclusive {
+		if ep == nil || ep.sot != sot || ep.active == 0 || ep.closing {
 			ep = &epoch{sot: sot, drained: make(chan struct{})}
 			r.epoch = ep
 		}
@@ -201,9 +189,10 @@ func (o *op) unref() {
 }
 
 // routeMode is the mode the router routes by: the effective mode, except
-// that a pod still in redis right after a Backfill already writes MySQL as
-// its shadow, so that MySQL misses no hold between the backfill and the
-// switch to shadow. The first other mode seen, or BackfillFollow, ends it.
+// that a pod still in redis during a Backfill and right after it already
+// writes MySQL as its shadow, so that MySQL misses no hold between the copy
+// and the switch to shadow. The first other mode seen, a failed backfill,
+// or BackfillFollow after its end, ends it.
 func (r *Router) routeMode() tandem.Mode {
 	m := r.Mode()
 	if m != tandem.ModeRedis {

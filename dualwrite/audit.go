@@ -154,29 +154,6 @@ func (r *Router) snapshot(ctx context.Context, s tandem.ReservationStore, keys, 
 	return m, nil
 }
 
-// Backfill rebuilds the pod's MySQL unit pool and holds from the ledger and
-// the active Redis holds, so that MySQL can shadow Redis from the first
-// request. Rollout runs it before a pod enters shadow. It runs alone: after
-// the requests in flight, while new ones wait (bounded like a flip's fence),
-// so that no hold lands in Redis between the listing and the rebuild; and
-// from its end, a pod still in redis writes MySQL as its shadow until it
-// enters shadow (at most BackfillFollow), so that no hold lands in Redis
-// alone before the switch. Other instances of `tandem serve` write Redis
-// alone until they see the switch (within a second): that drift is theirs,
-// and the shadow -> mysql gate's audit catches it.
-func (r *Router) Backfill(ctx context.Context) (int, error) {
-	o, err := r.admitAs(ctx, nil, false, true)
-	if err != nil {
-		return 0, err
-	}
-	defer o.done()
-	n, err := rebuild(ctx, r.Redis, r.MySQL)
-	if err == nil && r.Mode() == tandem.ModeRedis {
-		r.followUntil.Store(r.Now().Add(r.BackfillFollow).UnixNano())
-	}
-	return n, err
-}
-
 // Resync rebuilds the pod's Redis counters and holds from the ledger and the
 // active MySQL holds.
 func (r *Router) Resync(ctx context.Context) (int, error) {

@@ -34,7 +34,11 @@ const (
 // so it is idempotent and safe to repeat; callers run it in the cart's line
 // (enqueue) so that it never races the cart's own shadow work. Every store
 // call is bounded by ShadowTimeout.
-func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore) (ConvergeResult, error) {
+//
+// refused says the authority has just refused this cart's reserve: its
+// silence about the cart is then an answer, not a possible loss of data.
+func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, refused bool) (ConvergeResult, error) {
+	r.waitShop(ctx, ck.shop)
 	want, err := r.read(ctx, from, ck)
 	if err != nil {
 		return ConvergeFailed, err
@@ -52,6 +56,11 @@ func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.R
 		}
 		if have.Status == tandem.StatusClaimed {
 			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+		}
+		if want == nil && !refused {
+			if err := r.knows(ctx, from, ck.shop, have.Lines); err != nil {
+				return ConvergeFailed, err
+			}
 		}
 		return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error {
 			return discard(ctx, to, ck.shop, ck.token)
@@ -122,6 +131,36 @@ func (r *Router) placeRetrying(ctx context.Context, s tandem.ReservationStore, h
 			return err
 		}
 	}
+}
+
+// knows checks, before a hold is discarded because the authority never saw
+// the cart, that the authority still knows the positions the hold draws
+// from: each agrees with the ledger. A Redis that lost its data (a restart
+// without persistence) knows nothing, and its silence must not wipe the
+// other store's holds: that is resync's disaster, not convergence.
+func (r *Router) knows(ctx context.Context, s tandem.ReservationStore, shop int64, lines []tandem.Line) error {
+	if r.Ledger == nil || s.Name() != tandem.StoreRedis {
+		return nil // MySQL's counts are the ledger's own
+	}
+	for _, l := range lines {
+		k := l.Key(shop)
+		var c *tandem.Counters
+		var onHand int64
+		err := r.call(ctx, func(ctx context.Context) (err error) {
+			if c, err = s.Counters(ctx, k); err != nil {
+				return err
+			}
+			onHand, err = r.Ledger.OnHand(ctx, k)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if c.OnHand != onHand {
+			return tandem.Errorf(tandem.EUNAVAILABLE, "%s counts on_hand %d at %s, the ledger %d: it may have lost its data (resync)", s.Name(), c.OnHand, k, onHand)
+		}
+	}
+	return nil
 }
 
 // read returns the cart as s knows it, nil when s never saw it.

@@ -349,7 +349,7 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 			return ConvergeFailed, ctx.Err()
 		}
 	}
-	return r.convergeCart(ctx, ck, from, r.other(from))
+	return r.convergeCart(ctx, ck, from, r.other(from), false)
 }
 
 // settleDirty records the end of one attempt on a dirty cart: converged
@@ -444,7 +444,7 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if prev != nil {
 		<-prev
 	}
-	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot)
+	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
 	finish()
 	r.settleDirty(o.ck, gen, res, err)
 	if err != nil {

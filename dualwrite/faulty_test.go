@@ -179,3 +179,7 @@ func (f redisFaulty) SettleClaim(ctx context.Context, claimed tandem.Reservation
 func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
 	return f.inner.(tandem.Recounter).Recount(ctx, k)
 }
+
+func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {
+	return f.inner.(tandem.ShopRebuilder).RebuildShops(ctx, shops, holds)
+}

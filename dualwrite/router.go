@@ -107,6 +107,11 @@ type Router struct {
 	lastSweep  *SweepReport
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
+	backfillMu sync.Mutex // one backfill at a time
+	backfill   *BackfillProgress
+	// paused holds, per shop a backfill is rewriting, the channel closed
+	// when it is done (guarded by mu).
+	paused map[int64]chan struct{}
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -235,8 +240,13 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	}
 	sot, shadow := o.sot, o.shadow
 	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	job := r.goShadow(ctx, o, tandem.OpReserve, false,
-		func(ctx context.Context) (*tandem.Reservation, error) { return shadow.Reserve(ctx, req) })
+	job := r.goShadow(ctx, o, tandem.OpReserve, true,
+		func(ctx context.Context, p tandem.Outcome) (*tandem.Reservation, error) {
+			// The shadow's copy ends with the SoT's hold, however late it lands.
+			shadowReq := req
+			shadowReq.ExpiresAt = p.ExpiresAt
+			return shadow.Reserve(ctx, shadowReq)
+		})
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -283,7 +293,7 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// no-op), and a request the SoT could not serve (503) changes nothing.
 	// A shadow that ends elsewhere is converged to the SoT's state.
 	job := r.goShadow(ctx, o, op, true,
-		func(ctx context.Context) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) })
+		func(ctx context.Context, _ tandem.Outcome) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) })
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))

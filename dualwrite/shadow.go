@@ -9,9 +9,9 @@ import (
 )
 
 // The shadow path. Every dual-written operation of a cart gets one shadow
-// job: it runs the operation on the shadow under ShadowTimeout (a reserve
-// concurrently with the SoT, a claim or release once the SoT settled it),
-// compares the two answers and, when they differ, converges the cart: the
+// job: once the SoT answered, it runs the operation on the shadow under
+// ShadowTimeout (a reserve the SoT served, a claim or release the SoT
+// settled; never one the SoT could not serve), compares the two answers and, when they differ, converges the cart: the
 // shadow is made equal to what the store that answered the buyer holds for
 // it (converge.go). A cart whose job was dropped, timed out or could not be
 // converged is marked dirty and converged later by the background worker
@@ -110,7 +110,7 @@ func (r *Router) takeSlot() bool {
 // job is done, so that a change of SoT waits for it (admit). It returns nil
 // when the mode has no shadow.
 func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bool,
-	run func(ctx context.Context) (*tandem.Reservation, error)) *shadowJob {
+	run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) *shadowJob {
 	if o.shadow == nil {
 		return nil
 	}
@@ -131,7 +131,7 @@ func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bo
 			defer r.pending.Add(-1)
 			defer o.unref()
 			p, ok := waitOutcome(job.primaryCh)
-			if ok && afterPrimary && !settles(p) && !p.Failed() {
+			if ok && afterPrimary && !follows(op, p) && !p.Failed() {
 				return // the shadow would not have followed it anyway
 			}
 			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeDropped)
@@ -155,11 +155,11 @@ func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bo
 
 // runShadow is the body of a shadow job, in the cart's line.
 func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary bool, prev <-chan struct{},
-	job *shadowJob, run func(ctx context.Context) (*tandem.Reservation, error)) {
+	job *shadowJob, run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) {
 	var p tandem.Outcome
 	havePrimary := false
 	if afterPrimary {
-		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !settles(p) {
+		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !follows(op, p) {
 			job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 			if !havePrimary || p.Failed() {
 				// The SoT's answer was lost: it may have settled the cart.
@@ -171,6 +171,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 	if prev != nil {
 		<-prev
 	}
+	r.waitShop(base, o.ck.shop)
 	if havePrimary && p.Status == tandem.ENOTFOUND && r.suspect(base, o.ck, o.sot.Name()) {
 		// The shadow's copy may be a hold the SoT refused, still to be
 		// discarded: it is converged, never claimed or released for the
@@ -181,7 +182,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 	}
 	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 	start := time.Now()
-	res, err := run(sctx)
+	res, err := run(sctx, p)
 	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
 	cancel()
 	sh := tandem.OutcomeOf(o.shadow.Name(), res, err, time.Since(start))
@@ -223,7 +224,8 @@ func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.O
 		// earlier SoT): that copy is the cart's truth.
 		authority, other = o.shadow, o.sot
 	}
-	res, err := r.convergeCart(ctx, o.ck, authority, other)
+	refused := op == tandem.OpReserve && (p.Status == tandem.EINSUFFICIENT || p.Status == tandem.ECONFLICT)
+	res, err := r.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
 	r.observe(res, err, 0)
 	cont := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
@@ -266,6 +268,18 @@ func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
 	case <-t.C:
 		return tandem.Outcome{}, false
 	}
+}
+
+// follows reports whether the shadow runs op once the SoT answered p: a
+// reserve the SoT answered (granted or refused: the shadow's answer is
+// compared), not one it could not serve (a 503 changes nothing anywhere;
+// the cart is converged once the SoT answers again, in case its work
+// landed); a claim or release as settles says.
+func follows(op string, p tandem.Outcome) bool {
+	if op == tandem.OpReserve {
+		return !p.Failed()
+	}
+	return settles(p)
 }
 
 // settles reports whether the shadow follows a claim or release the SoT

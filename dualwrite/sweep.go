@@ -65,7 +65,7 @@ func deref(p *int64) any {
 // each store one after the other: with traffic, holds in flight show.
 func (r *Router) Diff(ctx context.Context) (*Diff, error) {
 	r.init()
-	mode := r.Mode()
+	mode := r.routeMode()
 	d := &Diff{Mode: mode}
 	if shadow := r.store(mode.Shadow()); shadow != nil {
 		sot := r.store(mode.SourceOfTruth())
@@ -142,7 +142,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	r.init()
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
-	mode := r.Mode()
+	mode := r.routeMode()
 	rep := &SweepReport{At: r.Now().UTC()}
 	shadow := r.store(mode.Shadow())
 	if shadow == nil {
@@ -154,6 +154,10 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		return nil, err
 	}
 	rep.Holds, rep.Carts = d.Holds, len(d.Carts)
+	lost, err := r.lostPositions(ctx, sot)
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, convergeParallel)
@@ -161,6 +165,9 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		ck := cartKey{c.ShopID, c.CartToken}
 		if r.isDirty(ck) {
 			continue // the worker has it, with the authority that answered the buyer
+		}
+		if touches(c, lost) {
+			continue // the SoT lost its count there: resync, not convergence
 		}
 		sem <- struct{}{}
 		wg.Add(1)
@@ -171,7 +178,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			if prev != nil {
 				<-prev
 			}
-			res, err := r.convergeCart(ctx, ck, sot, shadow)
+			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
 			finish()
 			if res != ConvergeEqual || err != nil {
 				r.observe(res, err, 0)
@@ -213,6 +220,44 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	r.lastSweep = rep
 	r.statsMu.Unlock()
 	return rep, nil
+}
+
+// lostPositions returns the positions where a Redis SoT's count disagrees
+// with the ledger (none for MySQL, whose count is the ledger's).
+func (r *Router) lostPositions(ctx context.Context, sot tandem.ReservationStore) (map[tandem.Key]bool, error) {
+	if sot.Name() != tandem.StoreRedis || r.Ledger == nil {
+		return nil, nil
+	}
+	ledger, err := r.Ledger.ListOnHand(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := sot.ListCounters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[tandem.Key]int64, len(list))
+	for _, c := range list {
+		have[c.Key] = c.OnHand
+	}
+	lost := map[tandem.Key]bool{}
+	for k, v := range ledger {
+		if have[k] != v {
+			lost[k] = true
+		}
+	}
+	return lost, nil
+}
+
+func touches(c CartDiff, lost map[tandem.Key]bool) bool {
+	for _, ls := range [][]tandem.Line{c.SoT, c.Shadow} {
+		for _, l := range ls {
+			if lost[l.Key(c.ShopID)] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *Router) isDirty(ck cartKey) bool {

@@ -69,6 +69,9 @@ type podOptions struct {
 	// commitCutter puts a CommitCutter, not a faultproxy, in front of MySQL.
 	commitCutter bool
 	registerer   prometheus.Registerer
+	// wrap, when set, wraps what the router uses as each store (before the
+	// router opens): a test's probe around the real store.
+	wrap func(tandem.ReservationStore) tandem.ReservationStore
 }
 
 // faultPod is one router over real stores, each behind its own proxy: MySQL
@@ -168,10 +171,18 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 	t.Cleanup(func() { p.redis.Close() })
 
 	shops, _ := tandem.ParseShopSet([]string{"1-1000"})
+	var rs, ms tandem.ReservationStore = p.redis, p.mysql
+	if o.wrap != nil {
+		rs, ms = o.wrap(rs), o.wrap(ms)
+	}
 	p.Router = &dualwrite.Router{
-		Pod: "pod-f", Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.ledger,
+		Pod: "pod-f", Shops: shops, Redis: rs, MySQL: ms, Ledger: p.ledger,
 		Modes: p.modes, Kill: p.kill, Recorder: p.rec,
 		ShadowTimeout: o.shadowTimeout, MaxInflight: o.maxInflight, AuditSettle: 50 * time.Millisecond,
+		Dirty: p.mysql,
+	}
+	if err := p.Router.Open(); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Router.Close() })
 	return p

@@ -148,7 +148,7 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 			CartToken: req.CartToken,
 			ShopID:    req.ShopID,
 			Status:    tandem.StatusReserved,
-			ExpiresAt: now.Add(req.TTLOr(s.DefaultTTL)),
+			ExpiresAt: req.Expiry(now, s.DefaultTTL),
 			Lines:     lines,
 		},
 		fingerprint: req.Fingerprint(),

@@ -1,0 +1,201 @@
+package dualwrite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Online backfill. A pod entering shadow needs MySQL to hold what Redis
+// holds, or every comparison would be wrong for holds MySQL never saw. The
+// copy runs while buyers are served: the router first writes MySQL as the
+// shadow of every new operation (following), then copies the active Redis
+// holds a batch of shops at a time (each batch one short transaction on
+// that batch's ledger rows alone), then sweeps the two stores hold by hold
+// and converges what changed during the copy. Nothing pauses the pod's
+// requests.
+
+// BackfillProgress is the state of a backfill, for the pod's transition.
+type BackfillProgress struct {
+	// Phase is "follow" (starting), "copy", "catch_up" or "done".
+	Phase     string    `json:"phase"`
+	Copied    int       `json:"copied"`
+	Total     int       `json:"total"`
+	StartedAt time.Time `json:"started_at"`
+	// Err is why the last backfill failed, if it did.
+	Err string `json:"error,omitempty"`
+}
+
+// backfillHolds is about how many holds one batch of shops copies.
+const backfillHolds = 2000
+
+// BackfillProgress returns the running or last backfill, nil when none ran.
+func (r *Router) BackfillProgress() *BackfillProgress {
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	if r.backfill == nil {
+		return nil
+	}
+	p := *r.backfill
+	return &p
+}
+
+func (r *Router) setBackfill(f func(p *BackfillProgress)) {
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	f(r.backfill)
+}
+
+// Backfill copies the pod's active Redis holds into MySQL online, so that
+// MySQL can shadow Redis from the first request. Rollout runs it before a
+// pod enters shadow; ctx cancels it. From its start until the pod is seen
+// in shadow (at most BackfillFollow after its end, or at once when it
+// fails) this instance writes MySQL as the pod's shadow. It returns how
+// many holds it copied.
+func (r *Router) Backfill(ctx context.Context) (int, error) {
+	r.init()
+	r.backfillMu.Lock()
+	defer r.backfillMu.Unlock()
+	r.statsMu.Lock()
+	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC()}
+	r.statsMu.Unlock()
+	n, err := r.backfillRun(ctx)
+	if err != nil {
+		r.followUntil.Store(0)
+		r.setBackfill(func(p *BackfillProgress) { p.Err = err.Error() })
+		return n, err
+	}
+	if r.Mode() == tandem.ModeRedis {
+		r.followUntil.Store(r.Now().Add(r.BackfillFollow).UnixNano())
+	}
+	r.setBackfill(func(p *BackfillProgress) { p.Phase = "done" })
+	return n, nil
+}
+
+func (r *Router) backfillRun(ctx context.Context) (int, error) {
+	src, ok1 := r.Redis.(tandem.Resyncer)
+	dst, ok2 := r.MySQL.(tandem.Resyncer)
+	if !ok1 || !ok2 {
+		return 0, fmt.Errorf("backfill: stores cannot be listed and rebuilt")
+	}
+	// Follow first: every operation admitted from now on writes MySQL too.
+	// Those admitted before may still land in Redis alone; the catch-up
+	// sweep below finds them.
+	r.followUntil.Store(math.MaxInt64)
+	holds, err := src.ActiveHolds(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("backfill: list redis holds: %w", err)
+	}
+	r.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
+	byShop := map[int64][]tandem.Reservation{}
+	for _, h := range holds {
+		byShop[h.ShopID] = append(byShop[h.ShopID], h)
+	}
+	// Every shop the ledger or Redis knows is rebuilt, so that a MySQL left
+	// from an earlier shadow period keeps no stale hold.
+	if r.Ledger != nil {
+		onHand, err := r.Ledger.ListOnHand(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("backfill: ledger: %w", err)
+		}
+		for k := range onHand {
+			if _, ok := byShop[k.ShopID]; !ok {
+				byShop[k.ShopID] = nil
+			}
+		}
+	}
+	shops := make([]int64, 0, len(byShop))
+	for sh := range byShop {
+		shops = append(shops, sh)
+	}
+	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
+
+	part, ok := r.MySQL.(tandem.ShopRebuilder)
+	if !ok {
+		n, err := dst.Rebuild(ctx, holds)
+		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
+		return n, err
+	}
+	copied := 0
+	for i := 0; i < len(shops); {
+		var batch []int64
+		var bh []tandem.Reservation
+		for i < len(shops) && (len(batch) == 0 || len(bh)+len(byShop[shops[i]]) <= backfillHolds) {
+			batch = append(batch, shops[i])
+			bh = append(bh, byShop[shops[i]]...)
+			i++
+		}
+		if err := ctx.Err(); err != nil {
+			return copied, tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
+		}
+		// The batch's shadow work waits while its shops are rewritten: the
+		// copy then sees a quiet pool (buyers are served by Redis all along).
+		resume := r.pauseShops(batch)
+		_, err := part.RebuildShops(ctx, batch, bh)
+		resume()
+		if err != nil {
+			return copied, fmt.Errorf("backfill: copy shops %d..%d: %w", batch[0], batch[len(batch)-1], err)
+		}
+		copied += len(bh)
+		r.setBackfill(func(p *BackfillProgress) { p.Copied = copied })
+	}
+	// Catch up: what changed in Redis during the copy (operations admitted
+	// before following began, releases and claims racing a batch) is
+	// converged hold by hold.
+	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
+	for pass := 0; pass < 3; pass++ {
+		rep, err := r.Sweep(ctx)
+		if err != nil {
+			return copied, fmt.Errorf("backfill: catch up: %w", err)
+		}
+		if rep.Carts == 0 {
+			break
+		}
+	}
+	return copied, nil
+}
+
+// pauseShops makes the shadow work of shops wait (waitShop) until the
+// returned func is called.
+func (r *Router) pauseShops(shops []int64) (resume func()) {
+	done := make(chan struct{})
+	r.mu.Lock()
+	if r.paused == nil {
+		r.paused = map[int64]chan struct{}{}
+	}
+	for _, sh := range shops {
+		r.paused[sh] = done
+	}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		for _, sh := range shops {
+			if r.paused[sh] == done {
+				delete(r.paused, sh)
+			}
+		}
+		r.mu.Unlock()
+		close(done)
+	}
+}
+
+// waitShop returns when the shop's shadow work may run.
+func (r *Router) waitShop(ctx context.Context, shop int64) {
+	for {
+		r.mu.Lock()
+		ch := r.paused[shop]
+		r.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
