@@ -293,7 +293,9 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// no-op), and a request the SoT could not serve (503) changes nothing.
 	// A shadow that ends elsewhere is converged to the SoT's state.
 	job := r.goShadow(ctx, o, op, true,
-		func(ctx context.Context, _ tandem.Outcome) (*tandem.Reservation, error) { return f(shadow, ctx, shopID, cartToken) })
+		func(ctx context.Context, _ tandem.Outcome) (*tandem.Reservation, error) {
+			return f(shadow, ctx, shopID, cartToken)
+		})
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))

@@ -187,7 +187,6 @@ func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, e
 	return s.rebuild(ctx, nil, holds, true)
 }
 
-
 var _ tandem.ShopRebuilder = (*Store)(nil)
 
 // RebuildShops implements tandem.ShopRebuilder: Rebuild limited to the
