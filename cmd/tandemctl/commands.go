@@ -38,6 +38,8 @@ var commands = []*command{
 		summary: "list running serve instances and their control version", setup: instancesCmd},
 	{name: "plan", usage: "plan [start|pause|abort --reason R]",
 		summary: "show the pod-by-pod rollout plan, or start, pause or abort it", setup: planCmd},
+	{name: "version", usage: "version",
+		summary: "print tandemctl's module version and VCS commit", setup: versionCmd, local: true},
 }
 
 func podsCmd(fs *flag.FlagSet) runFunc {
