@@ -261,11 +261,12 @@ func (h *adminHandler) pod(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, podJSON(p))
 }
 
-// podJSON never shows failed_gates as null.
+// podJSON never shows failed_gates or checks as null.
 func podJSON(p *tandem.PodStatus) *tandem.PodStatus {
-	if p.Gates.FailedGates == nil {
+	if p.Gates.FailedGates == nil || p.Gates.Checks == nil {
 		c := *p
-		c.Gates.FailedGates = []string{}
+		c.Gates.FailedGates = nonNil(c.Gates.FailedGates)
+		c.Gates.Checks = nonNil(c.Gates.Checks)
 		return &c
 	}
 	return p
@@ -305,11 +306,9 @@ func (h *adminHandler) setMode(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, r, h.logger, err)
 	case body.DryRun && dry != nil:
-		failed := dry.FailedGates
-		if failed == nil {
-			failed = []string{}
-		}
-		writeJSON(w, http.StatusOK, tandem.DryRun{WouldApply: dry.WouldApply, FailedGates: failed})
+		d := *dry
+		d.FailedGates, d.Allowed = nonNil(d.FailedGates), nonNil(d.Allowed)
+		writeJSON(w, http.StatusOK, d)
 	case status != nil:
 		writeJSON(w, http.StatusOK, podJSON(status))
 	default:

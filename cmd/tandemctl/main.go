@@ -5,7 +5,8 @@
 //
 // It reads TANDEM_ADMIN_URL (default http://127.0.0.1:8081) and
 // TANDEM_ADMIN_TOKEN. It exits 0 on success, 1 when the API refuses or
-// fails (the error code and message go to stderr), and 2 on a usage error.
+// fails (the error code and message go to stderr), 2 on a usage error and
+// 3 when audit --fail-on-drift finds drift.
 package main
 
 import (
@@ -179,9 +180,13 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 func (m *Main) finish(cmd *command, err error) int {
 	var ue *usageError
 	var ae *apiError
+	var de *driftError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &de):
+		fmt.Fprintf(m.Stderr, "tandemctl: %v\n", de)
+		return ExitDrift
 	case errors.As(err, &ue):
 		if ue.usage == "" {
 			ue.usage = cmd.usage
@@ -231,7 +236,8 @@ environment:
   TANDEM_ADMIN_URL    admin API base URL
   TANDEM_ADMIN_TOKEN  admin token, sent as a bearer token (required)
 
-exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error
+exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error,
+            3 drift found (audit --fail-on-drift)
 `)
 }
 
