@@ -15,7 +15,7 @@ import (
 // commands lists every command in the order the usage shows them.
 var commands = []*command{
 	{name: "pods", usage: "pods [POD] [--watch [--interval 2s]]",
-		summary: "list the pods (or show one, with each gate against its threshold): mode, kill switch, gates", setup: podsCmd},
+		summary: "list the pods, or show one with each gate against its threshold", setup: podsCmd},
 	{name: "mode", usage: "mode POD MODE --reason R [--force] [--dry-run]",
 		summary: "move a pod to redis|shadow|mysql|mysql_only", setup: modeCmd},
 	{name: "kill", usage: "kill [--pods a,b] --reason R",
