@@ -34,8 +34,8 @@ type AdminServer struct {
 	// Admin answers every /admin request.
 	Admin tandem.AdminService
 	// Token is required of every request but /healthz, /readyz,
-	// /openapi.yaml and the dashboard's static files, as "Authorization: Bearer <token>". An
-	// empty token refuses them all.
+	// /openapi.yaml and the dashboard's static files, as
+	// "Authorization: Bearer <token>". An empty token refuses them all.
 	Token string
 	// Ready reports readiness and the status of each dependency for
 	// /readyz; nil means ready with no dependencies to report. Its
