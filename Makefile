@@ -3,9 +3,9 @@ BIN := bin
 
 .PHONY: build test test-deps test-short lint run bench benchmarks soak fuzz fmt
 
-# build: compile tandem and tandemctl into ./bin
+# build: compile tandem and tandemctl into ./bin, stamped with the VCS commit (tandem version)
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=true -o $(BIN)/ ./cmd/...
 
 # test: the full suite with the race detector, against real MariaDB and Redis (never skips)
 test: test-deps

@@ -55,6 +55,30 @@ type Gates struct {
 	// FailedGates names the gates that do not pass: "min_comparisons",
 	// "max_divergence_rate", "audit_clean".
 	FailedGates []string `json:"failed_gates"`
+	// Checks gives each gate's value and threshold, and what a failing
+	// one lacks.
+	Checks []GateCheck `json:"checks"`
+}
+
+// Gate names of a GateCheck; each fails under the failed_gates name in
+// parentheses.
+const (
+	GateComparisons    = "comparisons"     // min_comparisons
+	GateDivergenceRate = "divergence_rate" // max_divergence_rate
+	GateAudit          = "audit"           // audit_clean
+)
+
+// GateCheck is one promotion gate measured against its threshold: at
+// least Threshold comparisons, a divergence rate at most Threshold, a
+// clean audit within the window (Value 1 when there is one, Threshold 1).
+type GateCheck struct {
+	Gate      string  `json:"gate"`
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Passing   bool    `json:"passing"`
+	// Missing says, in words, what the gate lacks to pass ("340 more
+	// comparisons"); empty when it passes.
+	Missing string `json:"missing,omitempty"`
 }
 
 // PodStatus is API.md's POD.
@@ -81,6 +105,14 @@ type ModeChange struct {
 type DryRun struct {
 	WouldApply  bool     `json:"would_apply"`
 	FailedGates []string `json:"failed_gates"`
+	// Message says why the change would be refused; empty when it would
+	// apply.
+	Message string `json:"message,omitempty"`
+	// Allowed lists the modes the pod may go to next from its mode.
+	Allowed []Mode `json:"allowed"`
+	// Checks gives each promotion gate's value and threshold when the
+	// change is shadow -> mysql, whose gates it passes or fails.
+	Checks []GateCheck `json:"checks,omitempty"`
 }
 
 // Refusal names a pod the kill switch could not move to Redis, and why.

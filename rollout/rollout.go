@@ -427,6 +427,7 @@ func (c *Controller) EvaluateGates(pod string) tandem.Gates {
 		g.FailedGates = append(g.FailedGates, GateAuditClean)
 	}
 	g.Passing = len(g.FailedGates) == 0
+	g.Checks = c.gateChecks(pod, g)
 	return g
 }
 
@@ -545,11 +546,10 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		return nil, nil, err
 	}
 	if ch.DryRun {
-		return nil, &tandem.DryRun{WouldApply: len(failed) == 0, FailedGates: failed}, nil
+		return nil, c.dryRun(pod, from, ch.Mode, failed), nil
 	}
 	if len(failed) > 0 {
-		return nil, nil, tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s cannot go from %s to %s: %v", pod, from, ch.Mode, failed).
-			WithDetail("failed_gates", failed)
+		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
 	}
 	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
 		if err := c.Ops.Backfill(ctx, pod); err != nil {

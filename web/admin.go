@@ -33,9 +33,9 @@ const DefaultReadyTimeout = 2 * time.Second
 type AdminServer struct {
 	// Admin answers every /admin request.
 	Admin tandem.AdminService
-	// Token is required of every request but /healthz, /readyz and the
-	// dashboard's static files, as "Authorization: Bearer <token>". An
-	// empty token refuses them all.
+	// Token is required of every request but /healthz, /readyz,
+	// /openapi.yaml and the dashboard's static files, as
+	// "Authorization: Bearer <token>". An empty token refuses them all.
 	Token string
 	// Ready reports readiness and the status of each dependency for
 	// /readyz; nil means ready with no dependencies to report. Its
@@ -97,10 +97,12 @@ func (s *AdminServer) Handler() http.Handler {
 		methodNotAllowed(w, r)
 	})
 
-	// Public: probes and the dashboard page, which holds no data.
+	// Public: probes, the dashboard page and the OpenAPI document, which
+	// hold no data.
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
 	r.Get("/", h.dashboard.index)
+	r.Get("/openapi.yaml", openAPIDocument)
 
 	r.Group(func(r chi.Router) {
 		r.Use(auth)
@@ -126,7 +128,7 @@ func (s *AdminServer) Handler() http.Handler {
 }
 
 func publicPath(p string) bool {
-	return p == "/healthz" || p == "/readyz" || p == "/"
+	return p == "/healthz" || p == "/readyz" || p == "/" || p == "/openapi.yaml"
 }
 
 // securityHeaders keeps the admin answers out of frames and referrers.
@@ -259,11 +261,12 @@ func (h *adminHandler) pod(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, podJSON(p))
 }
 
-// podJSON never shows failed_gates as null.
+// podJSON never shows failed_gates or checks as null.
 func podJSON(p *tandem.PodStatus) *tandem.PodStatus {
-	if p.Gates.FailedGates == nil {
+	if p.Gates.FailedGates == nil || p.Gates.Checks == nil {
 		c := *p
-		c.Gates.FailedGates = []string{}
+		c.Gates.FailedGates = nonNil(c.Gates.FailedGates)
+		c.Gates.Checks = nonNil(c.Gates.Checks)
 		return &c
 	}
 	return p
@@ -303,11 +306,9 @@ func (h *adminHandler) setMode(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, r, h.logger, err)
 	case body.DryRun && dry != nil:
-		failed := dry.FailedGates
-		if failed == nil {
-			failed = []string{}
-		}
-		writeJSON(w, http.StatusOK, tandem.DryRun{WouldApply: dry.WouldApply, FailedGates: failed})
+		d := *dry
+		d.FailedGates, d.Allowed = nonNil(d.FailedGates), nonNil(d.Allowed)
+		writeJSON(w, http.StatusOK, d)
 	case status != nil:
 		writeJSON(w, http.StatusOK, podJSON(status))
 	default:
@@ -434,6 +435,15 @@ func (h *adminHandler) report(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
+	}
+	for i := range reports {
+		// REPORT's maps are objects, never null (a pod with no store timed yet).
+		if reports[i].LatencyMS == nil {
+			reports[i].LatencyMS = map[string]tandem.LatencyStats{}
+		}
+		if reports[i].Divergences == nil {
+			reports[i].Divergences = map[string]int64{}
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pods": nonNil(reports)})
 }

@@ -32,7 +32,7 @@ func bodyFor(method string) string {
 }
 
 // publicRoutes need no admin token.
-var publicRoutes = map[string]bool{"GET /": true, "GET /healthz": true, "GET /readyz": true}
+var publicRoutes = map[string]bool{"GET /": true, "GET /healthz": true, "GET /readyz": true, "GET /openapi.yaml": true}
 
 func TestAdminAuthWalk(t *testing.T) {
 	h, f := newAdmin(t)
@@ -119,7 +119,7 @@ func TestAdminRoutes(t *testing.T) {
 		{name: "SetModeDryRun", rq: req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"mysql","reason":"r","dry_run":true}`},
 			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: "unknown", Reason: "r"}, Mode: tandem.ModeMySQL, DryRun: true}},
 			check: func(t *testing.T, got map[string]any) {
-				want := map[string]any{"would_apply": false, "failed_gates": []any{"min_comparisons"}}
+				want := map[string]any{"would_apply": false, "failed_gates": []any{"min_comparisons"}, "allowed": []any{}}
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("got %v, want %v", got, want)
 				}

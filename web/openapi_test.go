@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/openapitest"
 	"github.com/tandemhq/tandem/web"
 )
 
@@ -174,4 +176,35 @@ func resolves(doc map[string]any, ref string) bool {
 		}
 	}
 	return cur != nil
+}
+
+// TestOpenAPIValid loads openapi.yaml with kin-openapi and validates it as
+// an OpenAPI 3 document (schemas, defaults, patterns, examples).
+func TestOpenAPIValid(t *testing.T) {
+	if _, err := openapitest.Load(web.OpenAPI); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	onDisk, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(onDisk, web.OpenAPI) {
+		t.Fatal("got an embedded document that differs from openapi.yaml, want the same")
+	}
+}
+
+// TestOpenAPIServed checks that the admin API serves the document at
+// /openapi.yaml without a token.
+func TestOpenAPIServed(t *testing.T) {
+	h, _ := newAdmin(t)
+	w := do(t, h, req{method: "GET", target: "/openapi.yaml"})
+	if w.Code != http.StatusOK {
+		t.Fatalf("got %d, want 200 without a token", w.Code)
+	}
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/yaml") {
+		t.Errorf("got Content-Type %q, want application/yaml", ct)
+	}
+	if !bytes.Equal(w.Body.Bytes(), web.OpenAPI) {
+		t.Error("got a body that is not the document")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -85,8 +84,7 @@ func parseInts(s string) ([]int, error) {
 }
 
 func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tandem bench engine", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tandem bench engine")
 	stores := fs.String("stores", "redis,mysql,naive", "engines to measure: redis, mysql (unit rows), naive (single-row baseline)")
 	items := fs.Int("items", 1, "items the load is spread over (1: one hot item)")
 	cartSize := fs.Int("cart-size", 1, "units per cart, as lines of distinct items (at most --items lines)")
@@ -98,9 +96,9 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	poolCap := fs.Int("pool-cap", 1000, "unit rows per position in the MySQL engine")
 	maxConns := fs.Int("mysql-max-conns", 64, "connection pool of the mysql engine and of the naive baseline, at most the concurrency (the server's max_connections is shared)")
 	js := fs.Bool("json", false, "print JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, driver and latency proxy) to this file")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, driver and latency proxy) to this `FILE`")
+	if err := parseArgs(fs, args, benchEngineSynopsis, benchEngineSummary, stdout); err != nil {
+		return err
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -70,9 +69,8 @@ type httpResult struct {
 }
 
 func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tandem bench http", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "drive the running server of this config file (admin token from TANDEM_ADMIN_TOKEN); none runs one in-process on scratch databases")
+	fs := newFlagSet("tandem bench http")
+	cfgPath := fs.String("config", "", "drive the running server of this config `FILE` (admin token from TANDEM_ADMIN_TOKEN); none runs one in-process on scratch databases")
 	modes := fs.String("modes", "redis,shadow,mysql", "pod modes to measure, in order (redis, shadow, mysql, mysql_only)")
 	conc := fs.Int("concurrency", 32, "closed loop: concurrent buyers; open loop (--rate): the most requests in flight, arrivals beyond it count as errors")
 	rate := fs.Float64("rate", 0, "offered reserves per second, open loop (0: closed loop)")
@@ -84,15 +82,11 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	pod := fs.String("pod", "", "pod whose mode is set per cell (default: the pod that lists --shop)")
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "in-process: MySQL server (scratch databases are created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "in-process: Redis server (a scratch key prefix is used and deleted)")
-	cpu := fs.String("cpuprofile", "", "write a CPU profile of the measured cells (client and in-process server) to this file")
+	cpu := fs.String("cpuprofile", "", "write a CPU profile of the measured cells (client and in-process server) to this `FILE`")
 	kill := fs.Int("killswitch", 0, "instead of the load, time N kill switch changes between two in-process instances")
 	js := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench http: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := parseArgs(fs, args, benchHTTPSynopsis, benchHTTPSummary, stdout); err != nil {
+		return err
 	}
 	if *kill < 0 {
 		fmt.Fprintln(stderr, "--killswitch must be >= 0")

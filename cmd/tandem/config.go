@@ -105,17 +105,28 @@ func LoadConfig(path string) (Config, error) {
 }
 
 // ParseConfig decodes YAML over the defaults, rejecting unknown keys, and
-// validates the result.
+// validates the result. Its errors name the key path and what the key
+// expects, suggest the closest known key for an unknown one, and never name
+// a Go type.
 func ParseConfig(r io.Reader) (Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, 1<<20))
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	cfg := DefaultConfig()
+	// Parse to a node first: the checker names the key path and what it
+	// expects in the operator's words (yaml.v3 would name Go types).
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, yamlSyntaxError(err)
+	}
+	if err := checkConfigYAML(&doc); err != nil {
+		return Config{}, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, yamlSyntaxError(err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

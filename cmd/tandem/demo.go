@@ -117,6 +117,7 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 		}
 	}
 	cfg := DefaultConfig()
+	cfg.Listen, cfg.AdminListen = m.Config.Listen, m.Config.AdminListen // the defaults, or --listen, --admin-listen
 	cfg.Control.MySQLDSN = dsn(dbs[0])
 	cfg.Control.RedisAddr = redisAddr
 	cfg.Reservation.DefaultTTL = time.Minute

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	main "github.com/tandemhq/tandem/cmd/tandem"
 )
 
@@ -175,6 +177,24 @@ func TestE2EMetrics(t *testing.T) {
 		}
 	})
 
+	t.Run("AlertRulesUseOnlyExportedMetrics", func(t *testing.T) {
+		// Counter vectors show in /metrics only after their first event
+		// (a retried transaction, a claim in the two-system window).
+		afterFirstEvent := map[string]bool{"tandem_mysql_tx_retries_total": true, "tandem_redis_two_system_window_total": true}
+		metricName := regexp.MustCompile(`\b(?:tandem|go|process)_[a-z0-9_]+\b`)
+		exprs := alertRuleExprs(t, "../../deploy/prometheus/alerts.yml")
+		if len(exprs) < 10 {
+			t.Fatalf("got %d alerts, want the README's", len(exprs))
+		}
+		for alert, expr := range exprs {
+			for _, n := range metricName.FindAllString(expr, -1) {
+				if _, ok := s.family(n); !ok && !afterFirstEvent[n] {
+					t.Errorf("got alert %s using %s, which /metrics does not export", alert, n)
+				}
+			}
+		}
+	})
+
 	t.Run("GrafanaDashboardUsesOnlyExportedMetrics", func(t *testing.T) {
 		exprs := mustDashboardExprs(t, "../../deploy/grafana/tandem.json")
 		metricName := regexp.MustCompile(`\b(?:tandem|go|process)_[a-z0-9_]+\b`)
@@ -204,6 +224,33 @@ func TestE2EMetrics(t *testing.T) {
 			}
 		}
 	})
+}
+
+// alertRuleExprs returns the expression of every alert of a rules file.
+func alertRuleExprs(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	out := map[string]string{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert] = r.Expr
+		}
+	}
+	return out
 }
 
 // panelExpr is one PromQL expression of a dashboard panel.
@@ -254,6 +301,12 @@ func mustDashboardExprs(t *testing.T, path string) []panelExpr {
 		}
 	}
 	walk(d.Panels)
+	for _, a := range mustDashboardAnnotations(t, path) {
+		if a.Expr == "" {
+			t.Errorf("got annotation %q with no expression, want one", a.Name)
+		}
+		out = append(out, panelExpr{"annotation " + a.Name, a.Expr})
+	}
 	if len(out) == 0 {
 		t.Fatal("got no panel expression, want some")
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/tandemhq/tandem/internal/testenv"
 )
 
-// mustBuildTandemctl builds cmd/tandemctl into a temporary directory.
+// mustBuildTandemctl builds cmd/tandemctl into a temporary directory, with
+// the VCS commit stamped when the checkout has one.
 func mustBuildTandemctl(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -22,7 +23,7 @@ func mustBuildTandemctl(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "tandemctl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/tandemctl")
+	cmd := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/tandemctl")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/tandemctl: %v\n%s", err, out)

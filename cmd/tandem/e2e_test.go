@@ -106,7 +106,9 @@ type apiClient struct {
 	actor string
 }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second}
+// httpClient checks every exchange against web/openapi.yaml (see
+// openAPITransport).
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: openAPITransport{next: http.DefaultTransport}}
 
 // obj is a decoded JSON object.
 type obj = map[string]any

@@ -86,16 +86,19 @@ func NewMain() *Main {
 
 // ParseFlags reads `tandem serve` flags and the config file.
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
-	fs := flag.NewFlagSet("tandem serve", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	path := fs.String("config", "", "YAML config file; none runs the demo")
+	fs := newFlagSet("tandem serve")
+	path := fs.String("config", "", "YAML config `FILE`; none runs the demo")
+	listen := fs.String("listen", "", "checkout API address `ADDR` (host:port), overriding the config's listen and the demo's 127.0.0.1:8080")
+	adminListen := fs.String("admin-listen", "", "admin API and dashboard address `ADDR` (host:port), overriding the config's admin_listen and the demo's 127.0.0.1:8081")
 	traffic := fs.Bool("demo-traffic", false, "play demo checkouts across the pods (on by default in the demo)")
 	format := fs.String("log-format", "", "json or console (default: json, console in the demo)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseArgs(fs, args, serveSynopsis, serveSummary, m.Stdout); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q: %w", fs.Arg(0), errUsage)
+	for flagName, addr := range map[string]string{"--listen": *listen, "--admin-listen": *adminListen} {
+		if _, _, err := net.SplitHostPort(addr); addr != "" && err != nil {
+			return &usageError{msg: fmt.Sprintf("serve: %s: want host:port, got %q", flagName, addr), command: "tandem serve", synopsis: serveSynopsis}
+		}
 	}
 	m.AdminToken, m.APIToken = getenv("TANDEM_ADMIN_TOKEN"), getenv("TANDEM_API_TOKEN")
 	m.DemoTraffic = *traffic
@@ -113,9 +116,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		m.Config = cfg
 	}
+	// The demo builds its config from these two (setUpDemo).
+	if *listen != "" {
+		m.Config.Listen = *listen
+	}
+	if *adminListen != "" {
+		m.Config.AdminListen = *adminListen
+	}
 	if *format != "" {
 		if *format != "json" && *format != "console" {
-			return fmt.Errorf("serve: --log-format must be json or console: %w", errUsage)
+			return &usageError{msg: "serve: --log-format must be json or console", command: "tandem serve", synopsis: serveSynopsis}
 		}
 		m.LogFormat = *format
 	}
@@ -488,11 +498,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tandem migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML config file (required)")
-	if err := fs.Parse(args); err != nil || *path == "" {
-		return errUsage
+	fs := newFlagSet("tandem migrate")
+	path := fs.String("config", "", "YAML config `FILE` (required)")
+	if err := parseArgs(fs, args, migrateSynopsis, migrateSummary, stdout); err != nil {
+		return err
+	}
+	if *path == "" {
+		return &usageError{msg: "migrate: --config is required", command: "tandem migrate", synopsis: migrateSynopsis}
 	}
 	cfg, err := LoadConfig(*path)
 	if err != nil {

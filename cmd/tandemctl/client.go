@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/tandemhq/tandem"
 )
 
 // maxAnswer bounds how much of an answer tandemctl reads; admin answers are
@@ -48,6 +50,10 @@ func (e *apiError) detailLines() []string {
 	lines := make([]string, 0, len(keys))
 	for _, k := range keys {
 		v := e.Details[k]
+		if k == "checks" {
+			lines = append(lines, checkLines(v)...)
+			continue
+		}
 		if list, ok := v.([]any); ok {
 			parts := make([]string, len(list))
 			for i, x := range list {
@@ -152,4 +158,26 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 		return false, fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
 	return !c.json, nil
+}
+
+// checkLines formats details.checks of a refused promotion, one gate a
+// line: "comparisons: 660 (threshold 1000) FAIL: 340 more comparisons".
+func checkLines(v any) []string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var checks []tandem.GateCheck
+	if err := json.Unmarshal(b, &checks); err != nil {
+		return []string{"checks: " + string(b)}
+	}
+	lines := make([]string, 0, len(checks))
+	for _, c := range checks {
+		line := fmt.Sprintf("gate %s: %g (threshold %g) %s", c.Gate, c.Value, c.Threshold, onOff(c.Passing, "pass", "FAIL"))
+		if c.Missing != "" {
+			line += ": " + c.Missing
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }

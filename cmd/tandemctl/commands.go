@@ -14,8 +14,8 @@ import (
 
 // commands lists every command in the order the usage shows them.
 var commands = []*command{
-	{name: "pods", usage: "pods [POD]",
-		summary: "list the pods (or show one): mode, kill switch, gates", setup: podsCmd},
+	{name: "pods", usage: "pods [POD] [--watch [--interval 2s]]",
+		summary: "list the pods, or show one with each gate against its threshold", setup: podsCmd},
 	{name: "mode", usage: "mode POD MODE --reason R [--force] [--dry-run]",
 		summary: "move a pod to redis|shadow|mysql|mysql_only", setup: modeCmd},
 	{name: "kill", usage: "kill [--pods a,b] --reason R",
@@ -28,7 +28,7 @@ var commands = []*command{
 		summary: "list recent divergences, newest first", setup: divergencesCmd},
 	{name: "report", usage: "report",
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
-	{name: "audit", usage: "audit POD [--reason R]",
+	{name: "audit", usage: "audit POD [--reason R] [--fail-on-drift]",
 		summary: "run a pod's drift audit now", setup: auditCmd},
 	{name: "resync", usage: "resync POD --from mysql --reason R",
 		summary: "rebuild a pod's Redis from MySQL", setup: resyncCmd},
@@ -38,30 +38,47 @@ var commands = []*command{
 		summary: "list running serve instances and their control version", setup: instancesCmd},
 	{name: "plan", usage: "plan [start|pause|abort --reason R]",
 		summary: "show the pod-by-pod rollout plan, or start, pause or abort it", setup: planCmd},
+	{name: "version", usage: "version",
+		summary: "print tandemctl's module version and VCS commit", setup: versionCmd, local: true},
 }
 
 func podsCmd(fs *flag.FlagSet) runFunc {
+	watch := fs.Bool("watch", false, "refresh every --interval until interrupted (Ctrl-C)")
+	interval := fs.Duration("interval", DefaultWatchInterval, "time between refreshes with --watch")
 	return func(ctx context.Context, c *client, args []string) error {
-		switch len(args) {
-		case 0:
-			var ans struct {
-				Pods []tandem.PodStatus `json:"pods"`
-			}
-			if ok, err := c.call(ctx, http.MethodGet, "/admin/pods", nil, nil, &ans); !ok {
-				return err
-			}
-			printPods(c.stdout, ans.Pods)
-		case 1:
-			var pod tandem.PodStatus
-			if ok, err := c.call(ctx, http.MethodGet, podPath(args[0], ""), nil, nil, &pod); !ok {
-				return err
-			}
-			printPods(c.stdout, []tandem.PodStatus{pod})
-		default:
+		if len(args) > 1 {
 			return usagef("pods takes at most one POD, got %d arguments", len(args))
 		}
-		return nil
+		if !*watch {
+			return showPods(ctx, c, args)
+		}
+		if *interval <= 0 {
+			return usagef("--interval must be > 0, got %s", *interval)
+		}
+		return watchPods(ctx, c, *interval, func(ctx context.Context) error { return showPods(ctx, c, args) })
 	}
+}
+
+// showPods prints every pod, or one with its gate checks.
+func showPods(ctx context.Context, c *client, args []string) error {
+	switch len(args) {
+	case 0:
+		var ans struct {
+			Pods []tandem.PodStatus `json:"pods"`
+		}
+		if ok, err := c.call(ctx, http.MethodGet, "/admin/pods", nil, nil, &ans); !ok {
+			return err
+		}
+		printPods(c.stdout, ans.Pods)
+	case 1:
+		var pod tandem.PodStatus
+		if ok, err := c.call(ctx, http.MethodGet, podPath(args[0], ""), nil, nil, &pod); !ok {
+			return err
+		}
+		printPods(c.stdout, []tandem.PodStatus{pod})
+		printGateChecks(c.stdout, pod.Gates.Checks)
+	}
+	return nil
 }
 
 // modeRequest is the body of PUT /admin/pods/{pod}/mode.
@@ -224,6 +241,7 @@ type reasonRequest struct {
 
 func auditCmd(fs *flag.FlagSet) runFunc {
 	reason := fs.String("reason", "tandemctl audit", "why")
+	failOnDrift := fs.Bool("fail-on-drift", false, fmt.Sprintf("exit %d when the audit finds drift (for scripts and cron)", ExitDrift))
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 1 {
 			return usagef("audit takes one POD, got %d arguments", len(args))
@@ -232,10 +250,16 @@ func auditCmd(fs *flag.FlagSet) runFunc {
 			return usagef("--reason must not be empty")
 		}
 		var a tandem.Audit
-		if ok, err := c.call(ctx, http.MethodPost, podPath(args[0], "audit"), nil, reasonRequest{Reason: *reason}, &a); !ok {
+		show, err := c.call(ctx, http.MethodPost, podPath(args[0], "audit"), nil, reasonRequest{Reason: *reason}, &a)
+		if err != nil {
 			return err
 		}
-		printAudit(c.stdout, a)
+		if show {
+			printAudit(c.stdout, a)
+		}
+		if *failOnDrift && !a.Clean {
+			return &driftError{pod: a.Pod, drifted: len(a.Drifted), checked: a.Checked}
+		}
 		return nil
 	}
 }

@@ -5,7 +5,8 @@
 //
 // It reads TANDEM_ADMIN_URL (default http://127.0.0.1:8081) and
 // TANDEM_ADMIN_TOKEN. It exits 0 on success, 1 when the API refuses or
-// fails (the error code and message go to stderr), and 2 on a usage error.
+// fails (the error code and message go to stderr), 2 on a usage error and
+// 3 when audit --fail-on-drift finds drift.
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tandemhq/tandem/internal/cli"
 )
 
 // Exit codes of tandemctl.
@@ -99,6 +102,8 @@ type command struct {
 	// setup registers the command's own flags on fs and returns the func
 	// that runs it with the positional arguments that remain.
 	setup func(fs *flag.FlagSet) runFunc
+	// local commands (version) run without the admin API or a token.
+	local bool
 }
 
 // runFunc runs a command against the admin API.
@@ -126,8 +131,12 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 	name, rest := fs.Arg(0), fs.Args()[1:]
 	if name == "help" {
-		m.printUsage(m.Stdout)
-		return ExitOK
+		// "help CMD" is "CMD --help".
+		if len(rest) == 0 || lookup(rest[0]) == nil {
+			m.printUsage(m.Stdout)
+			return ExitOK
+		}
+		name, rest = rest[0], []string{"--help"}
 	}
 	cmd := lookup(name)
 	if cmd == nil {
@@ -147,7 +156,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 
 	token := m.Env("TANDEM_ADMIN_TOKEN")
-	if token == "" {
+	if token == "" && !cmd.local {
 		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set", usage: cmd.usage})
 	}
 	c := &client{
@@ -163,12 +172,21 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		c.http = &http.Client{Timeout: DefaultTimeout}
 	}
 
-	err = run(ctx, c, pos)
+	return m.finish(cmd, run(ctx, c, pos))
+}
+
+// finish turns what a command returned into its exit code, telling the
+// operator why it failed.
+func (m *Main) finish(cmd *command, err error) int {
 	var ue *usageError
 	var ae *apiError
+	var de *driftError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &de):
+		fmt.Fprintf(m.Stderr, "tandemctl: %v\n", de)
+		return ExitDrift
 	case errors.As(err, &ue):
 		if ue.usage == "" {
 			ue.usage = cmd.usage
@@ -218,15 +236,14 @@ environment:
   TANDEM_ADMIN_URL    admin API base URL
   TANDEM_ADMIN_TOKEN  admin token, sent as a bearer token (required)
 
-exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error
+exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error,
+            3 drift found (audit --fail-on-drift)
 `)
 }
 
 func (m *Main) printCommandUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: tandemctl %s\n\n%s\n\nflags:\n", cmd.usage, cmd.summary)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	cli.PrintFlags(w, fs)
 }
 
 func newFlagSet(name string) *flag.FlagSet {

@@ -49,6 +49,38 @@ func printDryRun(w io.Writer, pod string, mode tandem.Mode, d tandem.DryRun) {
 		verdict = "would be REFUSED"
 	}
 	fmt.Fprintf(w, "dry run: %s -> %s %s\nfailed gates: %s\n", pod, mode, verdict, listOr(d.FailedGates, "none"))
+	if d.Message != "" {
+		fmt.Fprintf(w, "why:          %s\n", d.Message)
+	}
+	if len(d.Allowed) > 0 {
+		next := make([]string, len(d.Allowed))
+		for i, m := range d.Allowed {
+			next[i] = string(m)
+		}
+		fmt.Fprintf(w, "allowed next: %s\n", strings.Join(next, ", "))
+	}
+	printGateChecks(w, d.Checks)
+}
+
+// printGateChecks shows each promotion gate against its threshold and, for
+// a failing one, what it lacks.
+func printGateChecks(w io.Writer, checks []tandem.GateCheck) {
+	if len(checks) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w, "GATE", "VALUE", "THRESHOLD", "STATUS", "MISSING")
+	for _, c := range checks {
+		value, threshold := strconv.FormatFloat(c.Value, 'f', -1, 64), ">= "+strconv.FormatFloat(c.Threshold, 'f', -1, 64)
+		switch c.Gate {
+		case tandem.GateDivergenceRate:
+			value, threshold = rate(c.Value), "<= "+rate(c.Threshold)
+		case tandem.GateAudit:
+			value, threshold = onOff(c.Value >= c.Threshold, "clean", "none clean"), "clean in window"
+		}
+		row(tw, c.Gate, value, threshold, onOff(c.Passing, "pass", "FAIL"), orDash(c.Missing))
+	}
+	tw.Flush()
 }
 
 func printKillSwitch(w io.Writer, st tandem.KillSwitchState) {

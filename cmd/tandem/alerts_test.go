@@ -1,0 +1,126 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mustPromtool returns promtool's path; the tests that need it fail, never
+// skip, without it.
+func mustPromtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool is required: install the Debian package `prometheus` (scripts/test-deps does): %v", err)
+	}
+	return p
+}
+
+func runPromtool(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(mustPromtool(t), args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestAlertRules checks deploy/prometheus/alerts.yml with promtool and runs
+// its unit tests, alerts_test.yml.
+func TestAlertRules(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy", "prometheus")
+	t.Run("CheckRules", func(t *testing.T) { runPromtool(t, dir, "check", "rules", "alerts.yml") })
+	t.Run("TestRules", func(t *testing.T) { runPromtool(t, dir, "test", "rules", "alerts_test.yml") })
+}
+
+// dashboardAnnotation is a Prometheus annotation of the Grafana board.
+type dashboardAnnotation struct {
+	Name    string `json:"name"`
+	BuiltIn int    `json:"builtIn"`
+	Expr    string `json:"expr"`
+}
+
+func mustDashboardAnnotations(t *testing.T, path string) []dashboardAnnotation {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Annotations struct {
+			List []dashboardAnnotation `json:"list"`
+		} `json:"annotations"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("parse the dashboard: %v", err)
+	}
+	var out []dashboardAnnotation
+	for _, a := range d.Annotations.List {
+		if a.BuiltIn == 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestGrafanaAnnotations evaluates the board's annotation queries with
+// promtool on series where pod-a moves from shadow to mysql at minute 5 and
+// its kill switch is engaged at minute 8 and released at minute 12: each
+// annotation marks its change once, at the change, and nothing else.
+func TestGrafanaAnnotations(t *testing.T) {
+	promtool := mustPromtool(t)
+	anns := mustDashboardAnnotations(t, filepath.Join("..", "..", "deploy", "grafana", "tandem.json"))
+	want := map[string]struct{ at, labels string }{
+		"Mode changes":         {"5m", `{pod="pod-a", mode="mysql"}`},
+		"Kill switch engaged":  {"8m", `{pod="pod-a"}`},
+		"Kill switch released": {"12m", `{pod="pod-a"}`},
+	}
+	var b strings.Builder
+	b.WriteString(`rule_files: []
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'tandem_pod_mode{pod="pod-a",mode="shadow",instance="i1"}', values: '1x4 0x15'}
+      - {series: 'tandem_pod_mode{pod="pod-a",mode="mysql",instance="i1"}', values: '0x4 1x15'}
+      - {series: 'tandem_pod_mode{pod="pod-b",mode="redis",instance="i1"}', values: '1x19'}
+      - {series: 'tandem_pod_kill_switch{pod="pod-a",instance="i1"}', values: '0x7 1x3 0x8'}
+      - {series: 'tandem_pod_kill_switch{pod="pod-b",instance="i1"}', values: '0x19'}
+    promql_expr_test:
+`)
+	seen := map[string]bool{}
+	for _, a := range anns {
+		w, ok := want[a.Name]
+		if !ok {
+			continue
+		}
+		seen[a.Name] = true
+		expr := strings.NewReplacer(`$pod`, `.*`).Replace(a.Expr)
+		for _, at := range []string{"0m", "3m", "5m", "6m", "8m", "10m", "12m", "14m", "18m"} {
+			fmt.Fprintf(&b, "      - expr: %q\n        eval_time: %s\n", expr, at)
+			if at == w.at {
+				fmt.Fprintf(&b, "        exp_samples:\n          - {labels: '%s', value: %s}\n", w.labels, map[bool]string{true: "0", false: "1"}[a.Name == "Kill switch released"])
+			} else {
+				b.WriteString("        exp_samples: []\n")
+			}
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("got no annotation %q on the board, want one", name)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "annotations_test.yml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s\n(test file:\n%s)", err, out, b.String())
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runArgs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestHelp checks that -h and --help print the help once, to stdout, and
+// exit 0 for every command and subcommand.
+func TestHelp(t *testing.T) {
+	commands := [][]string{{"serve"}, {"migrate"}, {"bench"}, {"bench", "engine"}, {"bench", "http"}, {"version"}}
+	for _, cmd := range commands {
+		for _, h := range []string{"-h", "--help"} {
+			args := append(append([]string{}, cmd...), h)
+			t.Run(strings.Join(args, "_"), func(t *testing.T) {
+				code, stdout, stderr := runArgs(t, args...)
+				if code != 0 {
+					t.Fatalf("got exit %d, want 0 (stderr %q)", code, stderr)
+				}
+				if stderr != "" {
+					t.Errorf("got stderr %q, want nothing", stderr)
+				}
+				if n := strings.Count(stdout, "usage:"); n != 1 {
+					t.Errorf("got %d usage lines, want 1:\n%s", n, stdout)
+				}
+				if want := "usage: tandem " + cmd[0]; !strings.HasPrefix(stdout, want) {
+					t.Errorf("got %q, want it to start with %q", stdout, want)
+				}
+			})
+		}
+	}
+	for _, h := range []string{"help", "-h", "--help"} {
+		t.Run("tandem_"+h, func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, h)
+			if code != 0 || stderr != "" || strings.Count(stdout, "usage:") != 1 {
+				t.Errorf("got exit %d, stdout %q, stderr %q; want exit 0 and the usage once on stdout", code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestUsageErrors checks that a mistake on the command line exits 2 and
+// says what is wrong, once, on stderr.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--bogus"}, "tandem: serve: flag provided but not defined: -bogus\nusage: tandem serve"},
+		{[]string{"serve", "extra"}, `tandem: serve: unexpected argument "extra"`},
+		{[]string{"serve", "--listen", "nowhere"}, `tandem: serve: --listen: want host:port, got "nowhere"`},
+		{[]string{"serve", "--admin-listen", "nowhere"}, `tandem: serve: --admin-listen: want host:port, got "nowhere"`},
+		{[]string{"migrate"}, "tandem: migrate: --config is required\nusage: tandem migrate --config FILE"},
+		{[]string{"bench"}, "tandem: bench: want engine or http"},
+		{[]string{"bench", "disk"}, `tandem: bench: unknown benchmark "disk"`},
+		{[]string{"bench", "http", "--rate", "fast"}, "tandem: bench http: invalid value \"fast\" for flag -rate"},
+		{[]string{"version", "now"}, `tandem: version: unexpected argument "now"`},
+		{[]string{"launch"}, `tandem: unknown command "launch"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, tt.args...)
+			if code != 2 {
+				t.Errorf("got exit %d, want 2", code)
+			}
+			if stdout != "" {
+				t.Errorf("got stdout %q, want nothing", stdout)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("got stderr %q, want it to contain %q", stderr, tt.want)
+			}
+			if strings.Count(stderr, "usage:") > 1 {
+				t.Errorf("got the usage more than once:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestBenchHelpListsEveryFlag reads the flags each bench subcommand
+// defines from its source and checks that its --help and the general usage
+// list every one.
+func TestBenchHelpListsEveryFlag(t *testing.T) {
+	flagDef := regexp.MustCompile(`fs\.(?:String|Int|Int64|Float64|Bool|Duration)\("([a-z0-9-]+)"`)
+	_, general, _ := runArgs(t, "help")
+	for sub, file := range map[string]string{"engine": "bench.go", "http": "benchhttp.go"} {
+		t.Run(sub, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(".", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defs := flagDef.FindAllStringSubmatch(string(src), -1)
+			if len(defs) < 5 {
+				t.Fatalf("got %d flag definitions in %s, want the bench's flags", len(defs), file)
+			}
+			_, help, _ := runArgs(t, "bench", sub, "--help")
+			for _, d := range defs {
+				if !strings.Contains(help, "  --"+d[1]+" ") && !strings.Contains(help, "  --"+d[1]+"\n") {
+					t.Errorf("got no --%s in 'tandem bench %s --help', want every flag", d[1], sub)
+				}
+				if !strings.Contains(general, "--"+d[1]+" ") && !strings.Contains(general, "--"+d[1]+"]") {
+					t.Errorf("got no --%s in 'tandem help', want every flag of bench %s", d[1], sub)
+				}
+			}
+		})
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	code, stdout, stderr := runArgs(t, "version")
+	if code != 0 || stderr != "" {
+		t.Fatalf("got exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	if !regexp.MustCompile(`^tandem \S+ \(commit \S+.*\) go1\.`).MatchString(stdout) {
+		t.Errorf("got %q, want 'tandem VERSION (commit ...) goVERSION'", stdout)
+	}
+}
+
+// TestServeListenFlags checks that --listen and --admin-listen override the
+// config file's addresses and the demo's defaults.
+func TestServeListenFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tandem.yaml")
+	if err := os.WriteFile(path, []byte(exampleConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(string) string { return "" }
+	tests := []struct {
+		name                  string
+		args                  []string
+		wantListen, wantAdmin string
+		wantDemo              bool
+	}{
+		{"ConfigAlone", []string{"--config", path}, "127.0.0.1:8080", "127.0.0.1:8081", false},
+		{"ConfigOverridden", []string{"--config", path, "--listen", "127.0.0.1:9080", "--admin-listen", "0.0.0.0:9081"},
+			"127.0.0.1:9080", "0.0.0.0:9081", false},
+		{"DemoDefaults", nil, "127.0.0.1:8080", "127.0.0.1:8081", true},
+		{"DemoOverridden", []string{"--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, "127.0.0.1:0", "127.0.0.1:0", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMain()
+			m.Stdout, m.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
+			if err := m.ParseFlags(tt.args, env); err != nil {
+				t.Fatal(err)
+			}
+			if m.Config.Listen != tt.wantListen || m.Config.AdminListen != tt.wantAdmin || m.Demo != tt.wantDemo {
+				t.Errorf("got listen %q, admin %q, demo %v; want %q, %q, %v",
+					m.Config.Listen, m.Config.AdminListen, m.Demo, tt.wantListen, tt.wantAdmin, tt.wantDemo)
+			}
+		})
+	}
+}

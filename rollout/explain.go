@@ -1,0 +1,211 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// rolloutOrder lists the modes in rollout order.
+var rolloutOrder = []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly}
+
+// AllowedNext returns the modes a pod in mode from may go to next, in
+// rollout order (resync and gates aside).
+func AllowedNext(from tandem.Mode) []tandem.Mode {
+	out := []tandem.Mode{}
+	for _, m := range rolloutOrder {
+		if tandem.CanTransition(from, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// path returns the shortest chain of allowed transitions from one mode to
+// another, both included; nil when there is none.
+func path(from, to tandem.Mode) []tandem.Mode {
+	prev := map[tandem.Mode]tandem.Mode{from: ""}
+	queue := []tandem.Mode{from}
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		if m == to {
+			var p []tandem.Mode
+			for ; m != ""; m = prev[m] {
+				p = append(p, m)
+			}
+			slices.Reverse(p)
+			return p
+		}
+		for _, n := range AllowedNext(m) {
+			if _, seen := prev[n]; !seen {
+				prev[n] = m
+				queue = append(queue, n)
+			}
+		}
+	}
+	return nil
+}
+
+// gateChecks measures each of pod's shadow -> mysql gates against its
+// threshold, saying what a failing one lacks.
+func (c *Controller) gateChecks(pod string, g tandem.Gates) []tandem.GateCheck {
+	th := c.Gates
+	checks := []tandem.GateCheck{{
+		Gate: tandem.GateComparisons, Value: float64(g.Comparisons), Threshold: float64(th.MinComparisons),
+		Passing: g.Comparisons >= th.MinComparisons,
+	}, {
+		Gate: tandem.GateDivergenceRate, Value: g.DivergenceRate, Threshold: th.MaxDivergenceRate,
+		Passing: g.DivergenceRate <= th.MaxDivergenceRate,
+	}}
+	if !checks[0].Passing {
+		n := th.MinComparisons - g.Comparisons
+		checks[0].Missing = fmt.Sprintf("%d more %s in the %s window", n, plural(n, "comparison"), shortDuration(th.Window))
+	}
+	if !checks[1].Passing {
+		checks[1].Missing = fmt.Sprintf("a divergence rate at most %s: find the cause with tandemctl divergences --pod %s",
+			percent(th.MaxDivergenceRate), pod)
+	}
+	if th.RequireAudit {
+		audit := tandem.GateCheck{Gate: tandem.GateAudit, Threshold: 1}
+		var at time.Time
+		var clean, ok bool
+		if c.Comparator != nil {
+			at, clean, ok = c.Comparator.LastAudit(pod)
+		}
+		recent := ok && !at.Before(c.Now().Add(-th.Window))
+		switch {
+		case !ok:
+			audit.Missing = "no audit yet: run tandemctl audit " + pod
+		case !clean:
+			audit.Missing = fmt.Sprintf("the last audit (%s) found drift: resync or fix it, then audit again", at.UTC().Format(time.RFC3339))
+		case !recent:
+			audit.Missing = fmt.Sprintf("the last clean audit is %s old, beyond the %s window: run tandemctl audit %s",
+				shortDuration(c.Now().Sub(at)), shortDuration(th.Window), pod)
+		default:
+			audit.Value, audit.Passing = 1, true
+		}
+		checks = append(checks, audit)
+	}
+	return checks
+}
+
+// refusedError explains a refused mode change: which rules and gates
+// failed, and what the operator may do next (details.allowed holds the
+// modes the pod may go to from where it is).
+func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []string) error {
+	var why []string
+	for _, f := range failed {
+		switch f {
+		case RefusedTransition:
+			why = append(why, transitionHint(from, to))
+		case RefusedResync:
+			why = append(why, fmt.Sprintf("its Redis is stale: tandemctl resync %s --from mysql first", pod))
+		case RefusedKillSwitch:
+			why = append(why, fmt.Sprintf("its kill switch is engaged: tandemctl unkill --pods %s first", pod))
+		}
+	}
+	var gates []string
+	var checks []tandem.GateCheck
+	if slices.ContainsFunc(failed, isGate) {
+		checks = c.EvaluateGates(pod).Checks
+		for _, ch := range checks {
+			if !ch.Passing {
+				gates = append(gates, fmt.Sprintf("%s %s: %s", ch.Gate, measure(ch), ch.Missing))
+			}
+		}
+		why = append(why, "gates failing: "+strings.Join(gates, "; "))
+	}
+	if len(why) == 0 {
+		why = append(why, fmt.Sprintf("%v", failed))
+	}
+	e := tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s cannot go from %s to %s: %s", pod, from, to, strings.Join(why, "; ")).
+		WithDetail("failed_gates", failed).
+		WithDetail("allowed", AllowedNext(from))
+	if checks != nil {
+		e = e.WithDetail("checks", checks)
+	}
+	return e
+}
+
+// refusalMessage is the message of refusedError, for a dry run.
+func (c *Controller) refusalMessage(pod string, from, to tandem.Mode, failed []string) string {
+	if len(failed) == 0 {
+		return ""
+	}
+	return tandem.ErrorMessage(c.refusedError(pod, from, to, failed))
+}
+
+// transitionHint says how to reach to from from.
+func transitionHint(from, to tandem.Mode) string {
+	if from == to {
+		return "it is already in " + string(to)
+	}
+	p := path(from, to)
+	if len(p) < 3 {
+		return fmt.Sprintf("%s -> %s is not a transition", from, to)
+	}
+	steps := make([]string, len(p)-1)
+	for i, m := range p[:len(p)-1] {
+		steps[i] = string(m)
+	}
+	return strings.Join(steps, " -> ") + " first"
+}
+
+func isGate(name string) bool {
+	return name == GateMinComparisons || name == GateMaxDivergenceRate || name == GateAuditClean
+}
+
+// measure says how a gate stands against its threshold: "660 of 1000",
+// "0.5% > 0.1%", "not clean".
+func measure(ch tandem.GateCheck) string {
+	switch ch.Gate {
+	case tandem.GateDivergenceRate:
+		op := "<="
+		if !ch.Passing {
+			op = ">"
+		}
+		return percent(ch.Value) + " " + op + " " + percent(ch.Threshold)
+	case tandem.GateAudit:
+		return map[bool]string{true: "clean", false: "not clean"}[ch.Passing]
+	}
+	return strconv.FormatFloat(ch.Value, 'f', -1, 64) + " of " + strconv.FormatFloat(ch.Threshold, 'f', -1, 64)
+}
+
+func percent(r float64) string {
+	return strconv.FormatFloat(r*100, 'f', -1, 64) + "%"
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// shortDuration formats 15m0s as 15m and 1h30m0s as 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// dryRun is the verdict of a dry run: what would fail and why, where the
+// pod may go, and, for the promotion to mysql, each gate's measure.
+func (c *Controller) dryRun(pod string, from, to tandem.Mode, failed []string) *tandem.DryRun {
+	d := &tandem.DryRun{WouldApply: len(failed) == 0, FailedGates: failed, Allowed: AllowedNext(from),
+		Message: c.refusalMessage(pod, from, to, failed)}
+	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
+		d.Checks = c.EvaluateGates(pod).Checks
+	}
+	return d
+}
