@@ -176,6 +176,12 @@ func (c *Controller) StepPlan(ctx context.Context) error {
 			c.plan.waiting = fmt.Sprintf("%s is in redis: move it to shadow first", pod)
 			return nil
 		}
+		if killBlocks(tandem.ModeMySQL, c.engaged(pod)) {
+			// The plan obeys the kill switch like an operator: it waits
+			// for someone to disengage it, and never promotes past it.
+			c.plan.waiting = fmt.Sprintf("%s: kill switch engaged; the plan promotes it only once disengaged", pod)
+			return nil
+		}
 		if g := c.EvaluateGates(pod); !g.Passing {
 			c.plan.waiting = fmt.Sprintf("%s: gates failing %v", pod, g.FailedGates)
 			return nil

@@ -508,7 +508,7 @@ func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode,
 			failed = append(failed, RefusedResync)
 		}
 	}
-	if to == tandem.ModeMySQL && c.engaged(pod) {
+	if killBlocks(to, c.engaged(pod)) {
 		failed = append(failed, RefusedKillSwitch)
 	}
 	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
@@ -518,6 +518,14 @@ func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode,
 		}
 	}
 	return failed, gatesFailed, nil
+}
+
+// killBlocks reports whether an engaged kill switch refuses a move to
+// mode to: any mode whose source of truth is MySQL (mysql, and mysql_only,
+// which would escape the kill switch since it cannot fall back). The kill
+// switch only ever moves a pod toward Redis; force does not override it.
+func killBlocks(to tandem.Mode, killed bool) bool {
+	return killed && to.SourceOfTruth() == tandem.StoreMySQL
 }
 
 // SetMode moves pod to ch.Mode. Returns EINVALID (unknown mode, bad
@@ -540,6 +548,14 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	ch.Change = change
 	from := c.Mode(pod)
+	if ch.Mode == from {
+		// Nothing to change: answered as it stands, not as a refusal.
+		if ch.DryRun {
+			return nil, &tandem.DryRun{WouldApply: true, FailedGates: []string{}}, nil
+		}
+		st := c.status(pod)
+		return &st, nil, nil
+	}
 	failed, gatesFailed, err := c.refusals(ctx, pod, from, ch)
 	if err != nil {
 		return nil, nil, err

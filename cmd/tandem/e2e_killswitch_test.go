@@ -1,0 +1,62 @@
+package main_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// TestE2EKillSwitchBlocksMySQL: while a pod's kill switch is engaged, no
+// change through either instance puts it back on MySQL, force included; a
+// change to the mode it already has is a plain 200.
+func TestE2EKillSwitchBlocksMySQL(t *testing.T) {
+	cfg, _ := MustConfig(t)
+	one := MustRunMain(t, cfg)
+	two := MustRunMain(t, cfg)
+	podA := cfg.Pods[0].Name
+	path := "/admin/pods/" + podA + "/mode"
+
+	one.Admin.must(http.MethodPut, path, obj{"mode": "mysql", "reason": "promote", "force": true}, http.StatusOK)
+	one.Admin.must(http.MethodPost, "/admin/killswitch", obj{"reason": "drill", "pods": []string{podA}}, http.StatusOK)
+	eventually(t, "the other instance to see the kill switch", func() bool {
+		return podStatus(two.Admin, podA)["kill_switch"] == true
+	})
+
+	for _, in := range []*Instance{one, two} {
+		for _, body := range []obj{
+			{"mode": "mysql_only", "reason": "escape the kill switch"},
+			{"mode": "mysql_only", "reason": "escape the kill switch", "force": true},
+		} {
+			e := in.Admin.mustErr(http.MethodPut, path, body, http.StatusConflict, "transition_refused")
+			details, _ := e["details"].(obj)
+			if !slices.Contains(strs(details["failed_gates"]), "kill_switch") {
+				t.Errorf("got details %v, want failed_gates with kill_switch", details)
+			}
+			dry := obj{"dry_run": true}
+			for k, v := range body {
+				dry[k] = v
+			}
+			got := in.Admin.must(http.MethodPut, path, dry, http.StatusOK)
+			if got["would_apply"] != false || !slices.Contains(strs(got["failed_gates"]), "kill_switch") {
+				t.Errorf("got dry run %v, want would_apply false with kill_switch", got)
+			}
+		}
+		// Same mode: answered plainly, not refused.
+		st := in.Admin.must(http.MethodPut, path, obj{"mode": "mysql", "reason": "again", "force": true}, http.StatusOK)
+		if st["mode"] != "mysql" || st["source_of_truth"] != "redis" || st["kill_switch"] != true {
+			t.Errorf("got %v, want mode mysql served by redis, kill switch on", st)
+		}
+	}
+	// shadow -> mysql, the other road back to MySQL, is refused as well.
+	one.Admin.must(http.MethodPut, path, obj{"mode": "shadow", "reason": "step back"}, http.StatusOK)
+	eventually(t, "the other instance to see shadow", func() bool { return podStatus(two.Admin, podA)["mode"] == "shadow" })
+	for _, in := range []*Instance{one, two} {
+		e := in.Admin.mustErr(http.MethodPut, path, obj{"mode": "mysql", "reason": "again", "force": true}, http.StatusConflict, "transition_refused")
+		if details, _ := e["details"].(obj); !slices.Equal(strs(details["failed_gates"]), []string{"kill_switch"}) {
+			t.Errorf("got failed_gates %v, want [kill_switch] (force overrides only gates)", details["failed_gates"])
+		}
+	}
+	if st := podStatus(one.Admin, podA); st["mode"] != "shadow" || st["source_of_truth"] != "redis" {
+		t.Errorf("got %v, want shadow on redis", st)
+	}
+}
