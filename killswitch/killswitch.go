@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,9 +223,10 @@ func (s *Switch) State() tandem.KillSwitchState {
 	return st
 }
 
-// Engage moves pods (every pod when empty) to Redis as their source of
+// Engage moves pods (every pod when nil) to Redis as their source of
 // truth. mysql_only pods cannot fall back and are listed under Refused.
-// Returns EINVALID (reason), EUNKNOWNPOD, EUNAVAILABLE (the channel cannot
+// Returns EINVALID (reason, an empty list, blank or repeated names),
+// EUNKNOWNPOD, EUNAVAILABLE (the channel cannot
 // be written; nothing changed).
 func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	s.init()
@@ -257,7 +260,7 @@ func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*
 	return &st, nil
 }
 
-// Disengage returns pods (every pod when empty) to the source of truth
+// Disengage returns pods (every pod when nil) to the source of truth
 // their mode says. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
 func (s *Switch) Disengage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	s.init()
@@ -352,6 +355,9 @@ func (s *Switch) record(entries []tandem.AuditLogEntry) {
 	}()
 }
 
+// validate checks a change and its targets: nil pods means every pod; a
+// non-nil list must be non-empty, without blank or repeated names, of known
+// pods (EUNKNOWNPOD names every unknown one). Nothing changes on an error.
 func (s *Switch) validate(pods []string, ch tandem.Change) ([]string, tandem.Change, error) {
 	if err := ValidateReason(ch.Reason); err != nil {
 		return nil, ch, err
@@ -359,21 +365,45 @@ func (s *Switch) validate(pods []string, ch tandem.Change) ([]string, tandem.Cha
 	if ch.Actor == "" {
 		ch.Actor = "unknown"
 	}
-	if len(pods) == 0 {
+	if pods == nil {
 		return slices.Clone(s.Pods), ch, nil
 	}
+	if err := ValidateTargets(s.Pods, pods); err != nil {
+		return nil, ch, err
+	}
+	return slices.Clone(pods), ch, nil
+}
+
+// ValidateTargets checks an explicit list of pods against known: non-empty,
+// no blank or repeated names (EINVALID), every name known (EUNKNOWNPOD,
+// with details.pods listing the unknown ones and details.pod the first).
+func ValidateTargets(known, pods []string) error {
+	if len(pods) == 0 {
+		return tandem.Errorf(tandem.EINVALID, "pods must name at least one pod (leave it out for every pod)")
+	}
 	seen := make(map[string]bool, len(pods))
-	out := make([]string, 0, len(pods))
+	var unknown []string
 	for _, p := range pods {
-		if !slices.Contains(s.Pods, p) {
-			return nil, ch, tandem.Errorf(tandem.EUNKNOWNPOD, "unknown pod %q", p).WithDetail("pod", p)
+		if strings.TrimSpace(p) == "" {
+			return tandem.Errorf(tandem.EINVALID, "pods holds a blank name")
 		}
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
+		if seen[p] {
+			return tandem.Errorf(tandem.EINVALID, "pods names %q twice", p)
+		}
+		seen[p] = true
+		if !slices.Contains(known, p) {
+			unknown = append(unknown, p)
 		}
 	}
-	return out, ch, nil
+	if len(unknown) > 0 {
+		quoted := make([]string, len(unknown))
+		for i, p := range unknown {
+			quoted[i] = strconv.Quote(p)
+		}
+		return tandem.Errorf(tandem.EUNKNOWNPOD, "unknown pod %s; nothing changed", strings.Join(quoted, ", ")).
+			WithDetail("pods", unknown).WithDetail("pod", unknown[0])
+	}
+	return nil
 }
 
 // ValidateReason checks a change's reason: 1..500 characters.

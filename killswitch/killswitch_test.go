@@ -202,6 +202,40 @@ func TestSwitch_Engage(t *testing.T) {
 		}
 	})
 
+	t.Run("ErrTargetsChangeNothing", func(t *testing.T) {
+		tests := []struct {
+			name string
+			pods []string
+			code string
+		}{
+			{"EmptyList", []string{}, tandem.EINVALID},
+			{"BlankName", []string{"pod-a", " "}, tandem.EINVALID},
+			{"EmptyName", []string{""}, tandem.EINVALID},
+			{"Repeated", []string{"pod-a", "pod-a"}, tandem.EINVALID},
+			{"Unknown", []string{"pod-x", "pod-a", "pod-y"}, tandem.EUNKNOWNPOD},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := openSwitch(t, newMemChannel(), nil, nil)
+				s.Engage(ctx, []string{"pod-b"}, change)
+				for _, fn := range []func(context.Context, []string, tandem.Change) (*tandem.KillSwitchState, error){s.Engage, s.Disengage} {
+					_, err := fn(ctx, tt.pods, change)
+					if code := tandem.ErrorCode(err); code != tt.code {
+						t.Fatalf("got %v, want %s", err, tt.code)
+					}
+					if tt.code == tandem.EUNKNOWNPOD {
+						if got, _ := tandem.ErrorDetails(err)["pods"].([]string); !slices.Equal(got, []string{"pod-x", "pod-y"}) {
+							t.Errorf("got details.pods %v, want [pod-x pod-y]", got)
+						}
+					}
+					if st := s.State(); !slices.Equal(st.Pods, []string{"pod-b"}) {
+						t.Errorf("got engaged %v after a refused change, want [pod-b]", st.Pods)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("ErrInvalidReason", func(t *testing.T) {
 		s := openSwitch(t, newMemChannel(), nil, nil)
 		for _, reason := range []string{"", string(make([]rune, 501))} {

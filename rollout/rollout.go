@@ -594,13 +594,14 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	return &st, nil, nil
 }
 
-// EngageKillSwitch engages pods (every pod when empty); see killswitch.
+// EngageKillSwitch engages pods (every pod when nil; a non-nil list must
+// name known pods, see killswitch).
 func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	c.init()
 	return c.Switch.Engage(ctx, pods, ch)
 }
 
-// DisengageKillSwitch disengages pods (every pod when empty).
+// DisengageKillSwitch disengages pods (every pod when nil).
 func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	c.init()
 	return c.Switch.Disengage(ctx, pods, ch)

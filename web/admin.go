@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -326,10 +327,39 @@ func (e *badAnswerError) Error() string {
 	return "admin service " + e.method + " returned neither a result nor an error"
 }
 
-// killSwitchBody is the body of POST and DELETE /admin/killswitch.
+// killSwitchBody is the body of POST and DELETE /admin/killswitch. Pods
+// stays raw so that an absent list (every pod) is told from an empty or
+// null one (invalid).
 type killSwitchBody struct {
 	changeBody
-	Pods []string `json:"pods"`
+	Pods json.RawMessage `json:"pods"`
+}
+
+// targets returns the pods a kill-switch change names: nil when the body
+// leaves pods out (every pod), else a non-empty list of distinct, plain
+// names. Whether they are known is the service's to say.
+func (b killSwitchBody) targets() ([]string, error) {
+	if b.Pods == nil {
+		return nil, nil
+	}
+	var pods []string
+	if err := json.Unmarshal(b.Pods, &pods); err != nil {
+		return nil, invalid("pods must be a list of pod names")
+	}
+	if len(pods) == 0 {
+		return nil, invalid("pods must name at least one pod (leave it out for every pod)")
+	}
+	seen := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		if err := validatePodName(p); err != nil {
+			return nil, invalid("pods: %s", tandem.ErrorMessage(err))
+		}
+		if seen[p] {
+			return nil, invalid("pods must be distinct, %q repeats", p)
+		}
+		seen[p] = true
+	}
+	return pods, nil
 }
 
 func (h *adminHandler) killSwitchChange(w http.ResponseWriter, r *http.Request,
@@ -339,24 +369,17 @@ func (h *adminHandler) killSwitchChange(w http.ResponseWriter, r *http.Request,
 		writeError(w, r, h.logger, err)
 		return
 	}
-	seen := make(map[string]bool, len(body.Pods))
-	for _, p := range body.Pods {
-		if err := validatePodName(p); err != nil {
-			writeError(w, r, h.logger, err)
-			return
-		}
-		if seen[p] {
-			writeError(w, r, h.logger, invalid("pods must be distinct, %q repeats", p))
-			return
-		}
-		seen[p] = true
+	pods, err := body.targets()
+	if err != nil {
+		writeError(w, r, h.logger, err)
+		return
 	}
 	ch, err := body.change(r)
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	st, err := fn(r.Context(), body.Pods, ch)
+	st, err := fn(r.Context(), pods, ch)
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return

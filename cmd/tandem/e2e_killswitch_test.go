@@ -3,6 +3,7 @@ package main_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,4 +60,60 @@ func TestE2EKillSwitchBlocksMySQL(t *testing.T) {
 	if st := podStatus(one.Admin, podA); st["mode"] != "shadow" || st["source_of_truth"] != "redis" {
 		t.Errorf("got %v, want shadow on redis", st)
 	}
+}
+
+// TestE2EKillSwitchTargets: a kill or unkill names its pods, or leaves
+// pods out for every pod; a list that is empty, null, blank, repeated or
+// names an unknown pod is refused and changes nothing.
+func TestE2EKillSwitchTargets(t *testing.T) {
+	cfg, _ := MustConfig(t)
+	in := MustRunMain(t, cfg)
+	adm := in.Admin
+	podA, podB := cfg.Pods[0].Name, cfg.Pods[1].Name
+	adm.must(http.MethodPost, "/admin/killswitch", obj{"reason": "one pod", "pods": []string{podB}}, http.StatusOK)
+
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"EmptyList", `{"reason":"r","pods":[]}`, 400, "invalid_request"},
+		{"NullList", `{"reason":"r","pods":null}`, 400, "invalid_request"},
+		{"BlankName", `{"reason":"r","pods":["` + podA + `",""]}`, 400, "invalid_request"},
+		{"Repeated", `{"reason":"r","pods":["` + podA + `","` + podA + `"]}`, 400, "invalid_request"},
+		{"Unknown", `{"reason":"r","pods":["` + podA + `","nope-1","nope-2"]}`, 404, "unknown_pod"},
+	}
+	for _, tt := range tests {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			t.Run(tt.name+"_"+method, func(t *testing.T) {
+				adm.tb = t
+				status, v := adm.raw(method, "/admin/killswitch", "application/json", []byte(tt.body))
+				e := checkErr(t, tt.name, status, v, tt.status, tt.code)
+				if tt.code == "unknown_pod" {
+					details, _ := e["details"].(obj)
+					msg, _ := e["message"].(string)
+					if !slices.Equal(strs(details["pods"]), []string{"nope-1", "nope-2"}) || !strings.Contains(msg, "nope-1") || !strings.Contains(msg, "nope-2") {
+						t.Errorf("got %v, want both unknown pods named", e)
+					}
+				}
+				ks := adm.must(http.MethodGet, "/admin/killswitch", nil, http.StatusOK)
+				if !slices.Equal(strs(ks["pods"]), []string{podB}) {
+					t.Errorf("got engaged %v after a refused change, want only %s", ks["pods"], podB)
+				}
+			})
+		}
+	}
+
+	t.Run("AbsentMeansEveryPod", func(t *testing.T) {
+		adm.tb = t
+		ks := adm.must(http.MethodPost, "/admin/killswitch", obj{"reason": "all"}, http.StatusOK)
+		if got := strs(ks["pods"]); !slices.Contains(got, podA) || !slices.Contains(got, podB) {
+			t.Errorf("got %v, want both pods", got)
+		}
+		ks = adm.must(http.MethodDelete, "/admin/killswitch", obj{"reason": "all"}, http.StatusOK)
+		if ks["engaged"] != false {
+			t.Errorf("got %v, want nothing engaged", ks)
+		}
+	})
 }
