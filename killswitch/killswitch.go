@@ -363,7 +363,7 @@ func (s *Switch) validate(pods []string, ch tandem.Change) ([]string, tandem.Cha
 		return nil, ch, err
 	}
 	if ch.Actor == "" {
-		ch.Actor = "unknown"
+		ch.Actor = "operator"
 	}
 	if pods == nil {
 		return slices.Clone(s.Pods), ch, nil

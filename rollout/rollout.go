@@ -476,7 +476,7 @@ func validateChange(ch tandem.Change) (tandem.Change, error) {
 		return ch, tandem.Errorf(tandem.EINVALID, "reason must be 1..500 characters")
 	}
 	if ch.Actor == "" {
-		ch.Actor = "unknown"
+		ch.Actor = "operator"
 	}
 	return ch, nil
 }

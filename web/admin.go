@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -38,6 +37,10 @@ type AdminServer struct {
 	// dashboard's static files, as "Authorization: Bearer <token>". An
 	// empty token refuses them all.
 	Token string
+	// ViewerToken, when set, is accepted for reading: GET (and HEAD) of
+	// every admin route, /metrics and the dashboard's views. A change sent
+	// with it is answered 403 forbidden.
+	ViewerToken string
 	// Ready reports readiness and the status of each dependency for
 	// /readyz; nil means ready with no dependencies to report. Its
 	// statuses are shown without a token, so they must hold no secrets.
@@ -54,6 +57,21 @@ type AdminServer struct {
 	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
 	// answers those routes 404 not_found (after the token check).
 	Plan PlanService
+}
+
+// MetricsHandler serves GET /metrics alone, without a token, for the
+// optional `metrics_listen` address (a private network a scraper reaches);
+// every other path answers 404 not_found.
+func (s *AdminServer) MetricsHandler() http.Handler {
+	gatherer := s.Gatherer
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	r := chi.NewRouter()
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
+	r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+	return r
 }
 
 // Handler returns the admin API's router.
@@ -76,22 +94,22 @@ func (s *AdminServer) Handler() http.Handler {
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
-	auth := bearerAuth(s.Token)
-	want := sha256.Sum256([]byte(s.Token))
+	toks := newTokens(s.Token, s.ViewerToken)
+	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
 	r := chi.NewRouter()
 	r.Use(requestID, instrument("admin", m, logger), recoverer(logger), securityHeaders)
 	// Unmatched paths may be dashboard assets (public); under /admin/ they
 	// answer 401 without the token, so that probing reveals nothing.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/admin/") && !authorized(r, s.Token, want) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") && !known(r) {
 			unauthorized(w, r)
 			return
 		}
 		h.dashboard.asset(w, r)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		if !publicPath(r.URL.Path) && !authorized(r, s.Token, want) {
+		if !publicPath(r.URL.Path) && !known(r) {
 			unauthorized(w, r)
 			return
 		}
@@ -104,8 +122,9 @@ func (s *AdminServer) Handler() http.Handler {
 	r.Get("/", h.dashboard.index)
 
 	r.Group(func(r chi.Router) {
-		r.Use(auth)
+		r.Use(toks.requireRole)
 		r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+		r.Get("/admin/whoami", whoami)
 		r.Get("/admin/pods", h.pods)
 		r.Get("/admin/pods/{pod}", h.pod)
 		r.Put("/admin/pods/{pod}/mode", h.setMode)
@@ -214,7 +233,7 @@ type changeBody struct {
 }
 
 // change checks a change body and fills its actor: the body's actor, else
-// the X-Actor header, else "unknown".
+// the X-Actor header, else the token's role and the client's address.
 func (c changeBody) change(r *http.Request) (tandem.Change, error) {
 	if strings.TrimSpace(c.Reason) == "" || utf8.RuneCountInString(c.Reason) > MaxReasonLen {
 		return tandem.Change{}, invalid("reason is required, 1..%d characters", MaxReasonLen)
@@ -225,7 +244,7 @@ func (c changeBody) change(r *http.Request) (tandem.Change, error) {
 	}
 	actor = strings.TrimSpace(actor)
 	if actor == "" {
-		actor = "unknown"
+		actor = defaultActor(r)
 	}
 	if utf8.RuneCountInString(actor) > MaxActorLen || !utf8.ValidString(actor) {
 		return tandem.Change{}, invalid("actor must be at most %d characters of UTF-8", MaxActorLen)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	main "github.com/tandemhq/tandem/cmd/tandem"
 )
 
 // TestE2EKillSwitchBlocksMySQL: while a pod's kill switch is engaged, no
@@ -114,6 +116,86 @@ func TestE2EKillSwitchTargets(t *testing.T) {
 		ks = adm.must(http.MethodDelete, "/admin/killswitch", obj{"reason": "all"}, http.StatusOK)
 		if ks["engaged"] != false {
 			t.Errorf("got %v, want nothing engaged", ks)
+		}
+	})
+}
+
+// e2eViewerToken is the read-only token of the least-privilege tests.
+const e2eViewerToken = "e2e-viewer-token-9876543210"
+
+// TestE2EViewerToken: the viewer token reads every admin view and /metrics
+// and changes nothing (403 forbidden); metrics_listen serves /metrics alone
+// without a token; a change that names no actor is not logged as unknown.
+func TestE2EViewerToken(t *testing.T) {
+	cfg, _ := MustConfig(t)
+	cfg.MetricsListen = "127.0.0.1:0"
+	in := MustRunMain(t, cfg, func(m *main.Main) { m.ViewerToken = e2eViewerToken })
+	podA, podB := cfg.Pods[0].Name, cfg.Pods[1].Name
+	viewer := &apiClient{tb: t, base: in.AdminURL, token: e2eViewerToken, actor: "vic"}
+
+	t.Run("ReadsEveryView", func(t *testing.T) {
+		viewer.tb = t
+		for _, p := range []string{"/admin/pods", "/admin/pods/" + podA, "/admin/killswitch", "/admin/report",
+			"/admin/divergences", "/admin/audit-log", "/admin/instances", "/admin/plan"} {
+			viewer.must(http.MethodGet, p, nil, http.StatusOK)
+		}
+		if status, body := viewer.getText("/metrics"); status != http.StatusOK || !strings.Contains(body, "tandem_pod_mode{") {
+			t.Errorf("got /metrics %d, want 200 with tandem_pod_mode", status)
+		}
+		who := viewer.must(http.MethodGet, "/admin/whoami", nil, http.StatusOK)
+		if who["role"] != "viewer" || who["can_change"] != false {
+			t.Errorf("got whoami %v, want viewer without changes", who)
+		}
+		in.Admin.tb = t
+		if who := in.Admin.must(http.MethodGet, "/admin/whoami", nil, http.StatusOK); who["role"] != "admin" {
+			t.Errorf("got whoami %v with the admin token, want admin", who)
+		}
+	})
+
+	t.Run("ChangesAreForbidden", func(t *testing.T) {
+		viewer.tb, in.Admin.tb = t, t
+		before := in.Admin.must(http.MethodGet, "/admin/audit-log?limit=1000", nil, http.StatusOK)
+		changes := []struct {
+			method, path string
+			body         obj
+		}{
+			{http.MethodPut, "/admin/pods/" + podB + "/mode", obj{"mode": "shadow", "reason": "x"}},
+			{http.MethodPost, "/admin/killswitch", obj{"reason": "x"}},
+			{http.MethodDelete, "/admin/killswitch", obj{"reason": "x"}},
+			{http.MethodPost, "/admin/pods/" + podA + "/audit", obj{"reason": "x"}},
+			{http.MethodPost, "/admin/pods/" + podA + "/resync", obj{"reason": "x", "from": "mysql"}},
+			{http.MethodPost, "/admin/plan/start", obj{"reason": "x"}},
+		}
+		for _, c := range changes {
+			viewer.mustErr(c.method, c.path, c.body, http.StatusForbidden, "forbidden")
+		}
+		if st := podStatus(in.Admin, podB); st["mode"] != "redis" || st["kill_switch"] != false {
+			t.Errorf("got %v after forbidden changes, want pod B untouched", st)
+		}
+		after := in.Admin.must(http.MethodGet, "/admin/audit-log?limit=1000", nil, http.StatusOK)
+		if len(asSlice(after["entries"])) != len(asSlice(before["entries"])) {
+			t.Errorf("got the audit log grown by forbidden changes, want it unchanged")
+		}
+	})
+
+	t.Run("MetricsListenServesMetricsAlone", func(t *testing.T) {
+		anon := &apiClient{tb: t, base: "http://" + in.Main.MetricsAddr}
+		if status, body := anon.getText("/metrics"); status != http.StatusOK || !strings.Contains(body, "tandem_pod_mode{") {
+			t.Errorf("got %d from metrics_listen without a token, want 200 with the metrics", status)
+		}
+		anon.mustErr(http.MethodGet, "/admin/pods", nil, http.StatusNotFound, "not_found")
+		anon.mustErr(http.MethodGet, "/", nil, http.StatusNotFound, "not_found")
+		// The admin listener still wants a token for /metrics.
+		(&apiClient{tb: t, base: in.AdminURL}).mustErr(http.MethodGet, "/metrics", nil, http.StatusUnauthorized, "unauthorized")
+	})
+
+	t.Run("ActorIsNeverUnknown", func(t *testing.T) {
+		anonymous := &apiClient{tb: t, base: in.AdminURL, token: e2eAdminToken}
+		anonymous.must(http.MethodPost, "/admin/pods/"+podA+"/audit", obj{"reason": "who am I"}, http.StatusOK)
+		in.Admin.tb = t
+		first := asSlice(in.Admin.must(http.MethodGet, "/admin/audit-log?limit=1", nil, http.StatusOK)["entries"])[0].(obj)
+		if first["reason"] != "who am I" || first["actor"] == "unknown" || !strings.HasPrefix(first["actor"].(string), "admin-token@") {
+			t.Errorf("got entry %v, want an actor naming the token and the client, never unknown", first)
 		}
 	})
 }

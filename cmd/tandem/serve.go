@@ -34,10 +34,12 @@ import (
 // run it in-process (NewMain, set Config, Run, Close).
 type Main struct {
 	Config Config
-	// AdminToken and APIToken come from TANDEM_ADMIN_TOKEN and
-	// TANDEM_API_TOKEN; the admin token is required.
-	AdminToken string
-	APIToken   string
+	// AdminToken, ViewerToken and APIToken come from TANDEM_ADMIN_TOKEN,
+	// TANDEM_VIEWER_TOKEN and TANDEM_API_TOKEN; the admin token is
+	// required, the viewer token (read-only admin access) is optional.
+	AdminToken  string
+	ViewerToken string
+	APIToken    string
 	// InstanceID names this instance in GET /admin/instances.
 	InstanceID string
 	// Demo runs the demo: built-in config, local or embedded stores.
@@ -48,9 +50,11 @@ type Main struct {
 	Stdout      io.Writer
 	Stderr      io.Writer
 
-	// CheckoutAddr and AdminAddr are the bound addresses, set by Run.
+	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
+	// the bound addresses, set by Run.
 	CheckoutAddr string
 	AdminAddr    string
+	MetricsAddr  string
 
 	registry *prometheus.Registry
 	control  *mysqlres.ControlStore
@@ -98,6 +102,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return fmt.Errorf("serve: unexpected argument %q: %w", fs.Arg(0), errUsage)
 	}
 	m.AdminToken, m.APIToken = getenv("TANDEM_ADMIN_TOKEN"), getenv("TANDEM_API_TOKEN")
+	m.ViewerToken = getenv("TANDEM_VIEWER_TOKEN")
 	m.DemoTraffic = *traffic
 	if *path == "" {
 		m.Demo, m.DemoTraffic, m.LogFormat = true, true, "console"
@@ -158,6 +163,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.AdminToken == "" {
 		return errors.New("serve: TANDEM_ADMIN_TOKEN is required (the admin API never runs without a token)")
 	}
+	if m.ViewerToken != "" && m.ViewerToken == m.AdminToken {
+		return errors.New("serve: TANDEM_VIEWER_TOKEN must differ from TANDEM_ADMIN_TOKEN (the viewer token is read-only)")
+	}
 	if m.InstanceID == "" {
 		host, _ := os.Hostname()
 		m.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
@@ -179,6 +187,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	m.CheckoutAddr, m.AdminAddr = checkoutLn.Addr().String(), adminLn.Addr().String()
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return fmt.Errorf("listen %s (metrics_listen): %w", cfg.MetricsListen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(metricsLn.Close))
+		m.MetricsAddr = metricsLn.Addr().String()
+	}
 
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
 	m.control = mysqlres.NewControlStore(cfg.Control.MySQLDSN)
@@ -253,10 +269,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
-	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, Ready: m.ready, Gatherer: m.registry,
-		Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
+	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
+	if metricsLn != nil {
+		m.serve(metricsLn, admin.MetricsHandler())
+	}
 	m.Logger.Info("tandem serving", zap.String("checkout", m.CheckoutAddr), zap.String("admin", m.AdminAddr),
 		zap.String("instance", m.InstanceID), zap.Int("pods", len(m.pods)))
 	if m.DemoTraffic {

@@ -73,6 +73,18 @@ func run(t *testing.T, env map[string]string, args ...string) (int, string, stri
 	return code, stdout.String(), stderr.String()
 }
 
+// runWith is run with changes to the Main before it runs.
+func runWith(t *testing.T, env map[string]string, configure func(*main.Main), args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	m := main.NewMain()
+	m.Env = func(k string) string { return env[k] }
+	m.Stdout, m.Stderr = &stdout, &stderr
+	configure(m)
+	code := m.Run(context.Background(), args)
+	return code, stdout.String(), stderr.String()
+}
+
 func envFor(url string) map[string]string {
 	return map[string]string{"TANDEM_ADMIN_URL": url, "TANDEM_ADMIN_TOKEN": token, "USER": "alice"}
 }
@@ -277,15 +289,42 @@ func TestActorAndURL(t *testing.T) {
 			t.Errorf("got X-Actor %q, want bob", got)
 		}
 	})
-	t.Run("NoUSERSendsNoActor", func(t *testing.T) {
+	// Without --actor and $USER the actor is the OS account, then the host
+	// name: the audit log never says "unknown".
+	t.Run("NoUSERFallsBackToOSUserThenHost", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, osUser, host, want string
+		}{
+			{"OSUser", "carol", "box-1", "carol"},
+			{"HostName", "", "box-1", "box-1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				api := newFakeAPI(t, 200, podsAnswer)
+				env := envFor(api.URL)
+				delete(env, "USER")
+				code, _, stderr := runWith(t, env, func(m *main.Main) {
+					m.OSUser = func() string { return tc.osUser }
+					m.Hostname = func() string { return tc.host }
+				}, "pods")
+				if code != 0 {
+					t.Fatalf("got exit code %d (%s), want 0", code, stderr)
+				}
+				if got := api.requests()[0].Actor; got != tc.want {
+					t.Errorf("got X-Actor %q, want %q", got, tc.want)
+				}
+			})
+		}
+	})
+	t.Run("ViewerTokenWhenNoAdminToken", func(t *testing.T) {
 		api := newFakeAPI(t, 200, podsAnswer)
 		env := envFor(api.URL)
-		delete(env, "USER")
+		delete(env, "TANDEM_ADMIN_TOKEN")
+		env["TANDEM_VIEWER_TOKEN"] = "view-only"
 		if code, _, stderr := run(t, env, "pods"); code != 0 {
 			t.Fatalf("got exit code %d (%s), want 0", code, stderr)
 		}
-		if got := api.requests()[0].Actor; got != "" {
-			t.Errorf("got X-Actor %q, want none (the server says unknown)", got)
+		if got := api.requests()[0].Auth; got != "Bearer view-only" {
+			t.Errorf("got Authorization %q, want the viewer token", got)
 		}
 	})
 	t.Run("URLFlagOverridesEnv", func(t *testing.T) {
