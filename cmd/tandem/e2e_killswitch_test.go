@@ -21,8 +21,9 @@ func TestE2EKillSwitchBlocksMySQL(t *testing.T) {
 
 	one.Admin.must(http.MethodPut, path, obj{"mode": "mysql", "reason": "promote", "force": true}, http.StatusOK)
 	one.Admin.must(http.MethodPost, "/admin/killswitch", obj{"reason": "drill", "pods": []string{podA}}, http.StatusOK)
-	eventually(t, "the other instance to see the kill switch", func() bool {
-		return podStatus(two.Admin, podA)["kill_switch"] == true
+	eventually(t, "the other instance to see the kill switch and the mode", func() bool {
+		st := podStatus(two.Admin, podA)
+		return st["kill_switch"] == true && st["mode"] == "mysql"
 	})
 
 	for _, in := range []*Instance{one, two} {

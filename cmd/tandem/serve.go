@@ -229,7 +229,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
-		Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
+		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
+		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
+			for _, e := range entries {
+				m.Logger.Warn("kill switch written back into a record that had lost it",
+					zap.String("record", record), zap.String("pod", e.Pod), zap.Time("engaged_at", e.At),
+					zap.String("actor", e.Actor), zap.String("reason", e.Reason))
+			}
+		},
 	}
 	m.ctl.Switch = m.sw
 
