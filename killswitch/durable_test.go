@@ -295,3 +295,26 @@ func TestSwitch_TwoRecords(t *testing.T) {
 		}
 	})
 }
+
+func TestSwitch_OnChange(t *testing.T) {
+	ctx := context.Background()
+	s := openDual(t, newMemChannel(), newMemChannel())
+	var got []tandem.AuditLogEntry
+	s.OnChange = func(e tandem.AuditLogEntry) { got = append(got, e) }
+	s.Engage(ctx, []string{"pod-a", "pod-b"}, change)
+	s.Disengage(ctx, []string{"pod-a"}, tandem.Change{Actor: "bob", Reason: "over"})
+	want := []struct{ action, pod, actor, before, after string }{
+		{killswitch.ActionEngage, "pod-a", "alice", "disengaged", "engaged"},
+		{killswitch.ActionEngage, "pod-b", "alice", "disengaged", "engaged"},
+		{killswitch.ActionDisengage, "pod-a", "bob", "engaged", "disengaged"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d changes told, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Action != w.action || g.Pod != w.pod || g.Actor != w.actor || g.Before != w.before || g.After != w.after || g.Reason == "" {
+			t.Errorf("change %d: got %+v, want %+v", i, g, w)
+		}
+	}
+}

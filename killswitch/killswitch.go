@@ -107,6 +107,10 @@ type Switch struct {
 	// OnRestore is told when the Switch wrote engagements back into a
 	// record that had lost them; nil ignores it.
 	OnRestore func(record string, entries []tandem.AuditLogEntry)
+	// OnChange is told about every engagement and disengagement this
+	// instance makes, one entry per pod (who, why, before, after); nil
+	// ignores them.
+	OnChange func(tandem.AuditLogEntry)
 
 	state atomic.Pointer[snapshot]
 	// mu serializes changes to the views and the snapshot; gen counts the
@@ -439,7 +443,13 @@ func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogE
 	if err != nil {
 		return err
 	}
-	s.record(append(engage, disengage...))
+	all := append(engage, disengage...)
+	if s.OnChange != nil {
+		for _, e := range all {
+			s.OnChange(e)
+		}
+	}
+	s.record(all)
 	return nil
 }
 

@@ -134,6 +134,11 @@ const (
 	ActionPlanPause = "plan_pause"
 	ActionPlanAbort = "plan_abort"
 	ActionPlanDone  = "plan_done"
+	// Told to OnChange only (the mode change itself is in the audit log).
+	ActionBackfillStart  = "backfill_start"
+	ActionBackfillEnd    = "backfill_end"
+	ActionPlanStep       = "plan_step"
+	ActionAutomaticAbort = "automatic_abort"
 )
 
 // ActorAuto is the actor of the automatic abort.
@@ -191,6 +196,11 @@ type Controller struct {
 	Now func() time.Time
 	// OnError is told about failures of the background loops; nil ignores them.
 	OnError func(error)
+	// OnChange is told about every control action this instance takes
+	// (mode changes, audits, resyncs, backfills, plan steps, automatic
+	// aborts), once each, with who, why, the pod, before and after; nil
+	// ignores them. cmd logs them.
+	OnChange func(tandem.AuditLogEntry)
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -335,6 +345,13 @@ func (c *Controller) loop(every time.Duration, what string, fn func(context.Cont
 func (c *Controller) report(err error) {
 	if c.OnError != nil {
 		c.OnError(err)
+	}
+}
+
+// changed tells OnChange about a control action.
+func (c *Controller) changed(e tandem.AuditLogEntry) {
+	if c.OnChange != nil {
+		c.OnChange(e)
 	}
 }
 
@@ -568,9 +585,8 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 			WithDetail("failed_gates", failed)
 	}
 	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
-		if err := c.Ops.Backfill(ctx, pod); err != nil {
-			c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
-			return nil, nil, tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
+		if err := c.backfill(ctx, pod, ch.Change); err != nil {
+			return nil, nil, err
 		}
 	}
 	e := tandem.AuditLogEntry{
@@ -587,11 +603,31 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		}
 		return nil, nil, unavailable(err, "set mode")
 	}
+	c.changed(e)
 	if err := c.Reload(ctx); err != nil {
 		c.report(err)
 	}
 	st := c.status(pod)
 	return &st, nil, nil
+}
+
+// backfill rebuilds pod's MySQL before it enters shadow, telling OnChange
+// when it starts and how it ends.
+func (c *Controller) backfill(ctx context.Context, pod string, ch tandem.Change) error {
+	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionBackfillStart, Pod: pod, Reason: ch.Reason,
+		Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
+	c.changed(e)
+	err := c.Ops.Backfill(ctx, pod)
+	e.At, e.Action, e.After = c.Now().UTC(), ActionBackfillEnd, "done"
+	if err != nil {
+		e.After = "failed: " + tandem.ErrorMessage(err)
+	}
+	c.changed(e)
+	if err != nil {
+		c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
+		return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
+	}
+	return nil
 }
 
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must
@@ -684,6 +720,7 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 	if err := c.Store.AppendAudit(ctx, e); err != nil {
 		c.report(fmt.Errorf("record audit of %s: %w", pod, err))
 	}
+	c.changed(e)
 	return a, nil
 }
 
@@ -717,6 +754,7 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 	if err := c.Store.MarkResynced(ctx, pod, e); err != nil {
 		return 0, unavailable(err, "mark resynced")
 	}
+	c.changed(e)
 	return n, nil
 }
 
@@ -786,6 +824,8 @@ func (c *Controller) CheckAbort(ctx context.Context) []string {
 			c.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
 			continue
 		}
+		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
+			Reason: reason, Before: string(tandem.ModeMySQL), After: "kill switch engaged"})
 		tripped = append(tripped, p.Name)
 	}
 	return tripped

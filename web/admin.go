@@ -249,6 +249,9 @@ func (c changeBody) change(r *http.Request) (tandem.Change, error) {
 	if utf8.RuneCountInString(actor) > MaxActorLen || !utf8.ValidString(actor) {
 		return tandem.Change{}, invalid("actor must be at most %d characters of UTF-8", MaxActorLen)
 	}
+	if a := accessFrom(r.Context()); a != nil {
+		a.actor = actor
+	}
 	return tandem.Change{Actor: actor, Reason: c.Reason}, nil
 }
 

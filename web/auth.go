@@ -85,8 +85,14 @@ func (t tokens) requireRole(next http.Handler) http.Handler {
 			unauthorized(w, r)
 			return
 		case !role.CanChange() && !readOnly(r.Method):
+			if a := accessFrom(r.Context()); a != nil {
+				a.role = role
+			}
 			forbidden(w, r)
 			return
+		}
+		if a := accessFrom(r.Context()); a != nil {
+			a.role = role
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
 	})

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/web"
@@ -88,5 +91,41 @@ func TestMetricsHandler(t *testing.T) {
 	}
 	for _, target := range []string{"/admin/pods", "/", "/healthz"} {
 		mustError(t, do(t, h, req{method: "GET", target: target, token: adminToken}), http.StatusNotFound, tandem.ENOTFOUND)
+	}
+}
+
+// TestAdminAccessLog: one info line per admin request with method, route,
+// status, duration, actor and role; never the token.
+func TestAdminAccessLog(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	h, _ := newAdmin(t, withViewer, func(s *web.AdminServer) { s.Logger = zap.New(core) })
+	do(t, h, req{method: "POST", target: "/admin/killswitch", body: `{"reason":"r","actor":"dana"}`, token: adminToken})
+	do(t, h, req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"redis","reason":"r"}`, token: viewerToken,
+		header: map[string]string{"X-Actor": "vic"}})
+	do(t, h, req{method: "GET", target: "/admin/pods", token: "wrong"})
+	lines := logs.FilterMessage("request").All()
+	if len(lines) != 3 {
+		t.Fatalf("got %d access lines, want 3", len(lines))
+	}
+	for i, w := range []struct {
+		method, route, actor, role string
+		status                     int64
+	}{
+		{"POST", "/admin/killswitch", "dana", "admin", 200},
+		{"PUT", "/admin/pods/{pod}/mode", "vic", "viewer", 403},
+		{"GET", "/admin/pods", "", "", 401},
+	} {
+		f := lines[i].ContextMap()
+		if f["method"] != w.method || f["route"] != w.route || f["actor"] != w.actor || f["role"] != w.role || f["status"] != w.status {
+			t.Errorf("line %d: got %v, want %+v", i, f, w)
+		}
+		if _, ok := f["duration"]; !ok {
+			t.Errorf("line %d: got no duration", i)
+		}
+		for _, v := range f {
+			if s, _ := v.(string); strings.Contains(s, adminToken) || strings.Contains(s, viewerToken) || strings.Contains(s, "wrong") {
+				t.Errorf("line %d: got a token in %v", i, f)
+			}
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
@@ -46,9 +45,11 @@ type Main struct {
 	Demo        bool
 	DemoTraffic bool
 	LogFormat   string
-	Logger      *zap.Logger
-	Stdout      io.Writer
-	Stderr      io.Writer
+	// LogLevel is debug, info (default), warn or error.
+	LogLevel string
+	Logger   *zap.Logger
+	Stdout   io.Writer
+	Stderr   io.Writer
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -95,6 +96,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	path := fs.String("config", "", "YAML config file; none runs the demo")
 	traffic := fs.Bool("demo-traffic", false, "play demo checkouts across the pods (on by default in the demo)")
 	format := fs.String("log-format", "", "json or console (default: json, console in the demo)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -118,6 +120,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		m.Config = cfg
 	}
+	if _, err := parseLogLevel(*level); err != nil {
+		return err
+	}
+	m.LogLevel = *level
 	if *format != "" {
 		if *format != "json" && *format != "console" {
 			return fmt.Errorf("serve: --log-format must be json or console: %w", errUsage)
@@ -125,16 +131,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		m.LogFormat = *format
 	}
 	return nil
-}
-
-func newLogger(format string, w io.Writer) *zap.Logger {
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	if format == "console" {
-		cfg := zap.NewDevelopmentEncoderConfig()
-		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-		enc = zapcore.NewConsoleEncoder(cfg)
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel))
 }
 
 func randomHex(n int) string {
@@ -147,8 +143,13 @@ func randomHex(n int) string {
 // stops them.
 func (m *Main) Run(ctx context.Context) (err error) {
 	if m.Logger == nil {
-		m.Logger = newLogger(m.LogFormat, m.Stderr)
+		level, err := parseLogLevel(m.LogLevel)
+		if err != nil {
+			return err
+		}
+		m.Logger = newLogger(m.LogFormat, level, m.Stderr)
 	}
+	routeDriverLogs(m.Logger)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -225,11 +226,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
 		},
 		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr,
-		OnError: onError("rollout"),
+		OnError: onError("rollout"), OnChange: logControlAction(m.Logger),
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
+		OnChange: logControlAction(m.Logger),
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
