@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,10 @@ type Main struct {
 	pods     []*podRuntime
 	servers  []*http.Server
 	demo     *demoEnv
+
+	// readyState is each dependency's state at the last /readyz.
+	readyMu    sync.Mutex
+	readyState map[string]string
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -417,28 +422,57 @@ func ignoreClosed(close func() error) func() error {
 }
 
 // ready reports every dependency; it fails when the control database or
-// the source of truth of any pod is down.
+// the source of truth of any pod is down, or when a database lacks the
+// schema this binary needs (a migration not applied, a table missing).
+// Each change of a dependency's state is logged once.
 func (m *Main) ready(ctx context.Context) (bool, map[string]string) {
 	deps := map[string]string{}
 	ok := true
 	check := func(name string, err error, critical bool) {
-		if err == nil {
-			deps[name] = "ok"
-			return
+		state := "ok"
+		if err != nil {
+			state = "down"
+			if msg := tandem.ErrorMessage(err); strings.HasPrefix(msg, "schema: ") {
+				// A schema this binary cannot use is a deployment error,
+				// not an outage: never ready, shadow store or not.
+				state, critical = msg, true
+			}
+			if critical {
+				ok = false
+			}
 		}
-		deps[name] = "down"
-		if critical {
-			ok = false
-		}
+		deps[name] = state
+		m.readyChanged(name, state, critical)
 	}
-	check("control_mysql", m.control.Ping(ctx), true)
+	check("control_mysql", m.control.CheckSchema(ctx), true)
 	check("control_redis", m.ctlRedis.Ping(ctx).Err(), true)
 	for _, p := range m.pods {
 		sot := p.router.Mode().SourceOfTruth()
-		check(p.cfg.Name+"_mysql", p.mysql.DB().PingContext(ctx), sot == tandem.StoreMySQL)
+		check(p.cfg.Name+"_mysql", p.mysql.CheckSchema(ctx), sot == tandem.StoreMySQL)
 		check(p.cfg.Name+"_redis", p.rdb.Ping(ctx).Err(), sot == tandem.StoreRedis)
 	}
 	return ok, deps
+}
+
+// readyChanged logs a dependency's readiness when it differs from the last
+// check's, so that a probe every few seconds does not flood the log.
+func (m *Main) readyChanged(name, state string, critical bool) {
+	m.readyMu.Lock()
+	last, seen := m.readyState[name]
+	if m.readyState == nil {
+		m.readyState = map[string]string{}
+	}
+	m.readyState[name] = state
+	m.readyMu.Unlock()
+	if seen && last == state || !seen && state == "ok" {
+		return
+	}
+	if state == "ok" {
+		m.Logger.Info("dependency ready", zap.String("dependency", name), zap.String("was", last))
+		return
+	}
+	m.Logger.Warn("dependency not ready", zap.String("dependency", name), zap.String("state", state),
+		zap.Bool("fails_readiness", critical))
 }
 
 // Close stops accepting, drains in-flight requests, stops the loops and
