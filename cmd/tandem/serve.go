@@ -58,6 +58,13 @@ type Main struct {
 	AdminAddr    string
 	MetricsAddr  string
 
+	// demoNames are the demo's ports, database names and key prefix;
+	// zero takes defaultDemoNames.
+	demoNames demoNames
+	// bound holds the checkout and admin listeners the demo bound before
+	// touching any data; Run serves on them.
+	bound []net.Listener
+
 	registry *prometheus.Registry
 	control  *mysqlres.ControlStore
 	ctlRedis *redis.Client
@@ -182,16 +189,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Bind both listeners first: a taken port fails fast, and the instance
 	// registers the address it really serves on (also with port 0).
-	checkoutLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	var checkoutLn, adminLn net.Listener
+	if len(m.bound) == 2 {
+		checkoutLn, adminLn = m.bound[0], m.bound[1]
+	} else {
+		if checkoutLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
+		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	}
-	m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
-	adminLn, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
-	}
-	m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	m.CheckoutAddr, m.AdminAddr = checkoutLn.Addr().String(), adminLn.Addr().String()
 	var metricsLn net.Listener
 	if cfg.MetricsListen != "" {
