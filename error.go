@@ -10,6 +10,7 @@ import (
 const (
 	EINVALID              = "invalid_request"
 	EUNAUTHORIZED         = "unauthorized"
+	EFORBIDDEN            = "forbidden"
 	ENOTFOUND             = "not_found"
 	EUNKNOWNSHOP          = "unknown_shop"
 	EUNKNOWNPOD           = "unknown_pod"

@@ -186,7 +186,9 @@ type AdminService interface {
 	// SetMode returns the pod's new status, or with DryRun the gate verdict
 	// and a nil status.
 	SetMode(ctx context.Context, pod string, ch ModeChange) (*PodStatus, *DryRun, error)
-	// EngageKillSwitch engages pods (all when empty).
+	// EngageKillSwitch engages pods (all when nil; a non-nil list must be
+	// non-empty, without blank or repeated names, of known pods: EINVALID,
+	// EUNKNOWNPOD, and nothing changes).
 	EngageKillSwitch(ctx context.Context, pods []string, ch Change) (*KillSwitchState, error)
 	DisengageKillSwitch(ctx context.Context, pods []string, ch Change) (*KillSwitchState, error)
 	KillSwitch(ctx context.Context) (*KillSwitchState, error)

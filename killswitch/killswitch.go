@@ -1,15 +1,24 @@
 // Package killswitch moves pods back to Redis as their source of truth,
-// fleet-wide and within a second, without the control database: the state
-// lives behind a Channel (redisres implements it with a Redis hash and
-// pub/sub), every instance subscribes and also polls it, and the hot path
-// reads an immutable snapshot through an atomic pointer.
+// fleet-wide and within a second, also while the control database is down:
+// the state lives in two Records, the control Redis (a Channel, which also
+// fans changes out; redisres implements it with a hash and pub/sub) and
+// the control MySQL (Durable; mysqlres), every instance subscribes and
+// polls both, and the hot path reads an immutable snapshot through an
+// atomic pointer. A pod is engaged when either record says so; a record
+// found without an engagement the other holds (a Redis restart, FLUSHDB, an
+// engagement made while one was down) gets it written back, and
+// disengaging needs both cleared. When a record cannot be read the instance
+// keeps what it last knew of it: never a silent disengage.
 package killswitch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,16 +27,11 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// Channel holds the shared kill-switch state and tells every instance when
-// it changes. It must not depend on the control database.
+// Channel is the kill-switch Record in the control Redis, which also tells
+// every instance when the state changes. It must not depend on the control
+// database.
 type Channel interface {
-	// Engage marks each entry's pod engaged, keeping the entry (when, who,
-	// why) of a pod that already is, and notifies every instance.
-	Engage(ctx context.Context, entries []tandem.AuditLogEntry) error
-	// Disengage clears the pods and notifies every instance.
-	Disengage(ctx context.Context, pods []string) error
-	// Engaged returns the entry that engaged each engaged pod.
-	Engaged(ctx context.Context) ([]tandem.AuditLogEntry, error)
+	Record
 	// Watch returns a channel that receives a value after every change
 	// notification, until ctx ends, when it is closed. Notifications may be
 	// lost; the Switch polls as well.
@@ -56,6 +60,19 @@ const (
 	DefaultPollInterval  = 250 * time.Millisecond
 	DefaultAuditTimeout  = 5 * time.Second
 	DefaultChangeTimeout = 3 * time.Second
+	// RestoreGrace is how old an engagement must be before a record that
+	// lacks it gets it written back: an engagement being written into both
+	// records at once is not a loss.
+	RestoreGrace = time.Second
+	// DefaultReadTimeout bounds each read of a record while polling, so
+	// that a record that hangs delays the other by at most this much.
+	DefaultReadTimeout = time.Second
+)
+
+// Names of the records in errors and OnRestore.
+const (
+	RecordRedis = "control Redis"
+	RecordMySQL = "control MySQL"
 )
 
 // RefusedMySQLOnly is the reason a mysql_only pod is refused.
@@ -69,8 +86,11 @@ const MaxReasonLen = 500
 type Switch struct {
 	// Pods lists every pod name; others are unknown.
 	Pods []string
-	// Channel holds and fans out the state.
+	// Channel holds the state in the control Redis and fans it out.
 	Channel Channel
+	// Durable holds the state in the control MySQL as well; nil keeps it in
+	// the Channel alone.
+	Durable Record
 	// Modes tells which pods are mysql_only (they cannot fall back); nil
 	// refuses none.
 	Modes ModeSource
@@ -81,13 +101,26 @@ type Switch struct {
 	PollInterval time.Duration
 	// Now returns the current time.
 	Now func() time.Time
-	// OnError is told about failures of the background work; nil ignores them.
+	// OnError is told about failures of the background work, once per
+	// distinct failure until a read succeeds again; nil ignores them.
 	OnError func(error)
+	// OnRestore is told when the Switch wrote engagements back into a
+	// record that had lost them; nil ignores it.
+	OnRestore func(record string, entries []tandem.AuditLogEntry)
+	// OnChange is told about every engagement and disengagement this
+	// instance makes, one entry per pod (who, why, before, after); nil
+	// ignores them.
+	OnChange func(tandem.AuditLogEntry)
 
 	state atomic.Pointer[snapshot]
-	// mu serializes replacing the snapshot, so that a slow poll cannot put
-	// back a state older than a change this instance just made.
-	mu sync.Mutex
+	// mu serializes changes to the views and the snapshot; gen counts the
+	// changes this instance made, so that a poll that read before one never
+	// puts back an older state.
+	mu        sync.Mutex
+	gen       uint64
+	redis     view
+	mysql     view
+	lastError string
 
 	initOnce  sync.Once
 	ctx       context.Context
@@ -121,9 +154,10 @@ func (s *Switch) init() {
 	})
 }
 
-// Open loads the current state and starts following its changes. It
-// returns an error when the state cannot be read: an instance that does not
-// know which pods are killed must not serve from MySQL.
+// Open loads the current state from every record (writing back what one
+// lost) and starts following its changes. It returns an error when a record
+// cannot be read: an instance that does not know which pods are killed
+// must not serve from MySQL.
 func (s *Switch) Open(ctx context.Context) error {
 	s.init()
 	if err := s.Reload(ctx); err != nil {
@@ -159,33 +193,136 @@ func (s *Switch) follow(notify <-chan struct{}) {
 			}
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, DefaultChangeTimeout)
-		if err := s.Reload(ctx); err != nil && s.ctx.Err() == nil && s.OnError != nil {
-			s.OnError(fmt.Errorf("reload kill switch state: %w", err))
+		err := s.Reload(s.ctx)
+		if s.ctx.Err() != nil {
+			return
 		}
-		cancel()
+		s.reportOnce(err)
 	}
 }
 
-// Reload reads the shared state and applies it.
+// reportOnce tells OnError about a failed poll once per distinct failure.
+func (s *Switch) reportOnce(err error) {
+	s.mu.Lock()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	changed := msg != s.lastError
+	s.lastError = msg
+	s.mu.Unlock()
+	if err != nil && changed && s.OnError != nil {
+		s.OnError(fmt.Errorf("reload kill switch state (the last state read stays in force): %w", err))
+	}
+}
+
+// Reload reads both records and applies what they hold: the control Redis
+// first (its answer applies at once), then the control MySQL; then it
+// writes back into each readable record the engagements it lacks. A record
+// that cannot be read keeps the view last read of it. It returns the read
+// failures.
 func (s *Switch) Reload(ctx context.Context) error {
 	s.init()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reloadLocked(ctx)
+	gen := s.gen
+	s.mu.Unlock()
+
+	// Redis is read (and applied) first: it is the fast path of changes
+	// and must not wait on a MySQL that hangs. A write-back never undoes a
+	// disengage: each record keeps when it cleared a pod, and a pod cleared
+	// at or after an engagement is not written back from it.
+	rctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
+	stR, errR := load(rctx, s.Channel)
+	cancel()
+	if errR == nil && !s.applyRead(gen, &stR, nil) {
+		return nil // this instance changed the state meanwhile
+	}
+	if s.Durable == nil {
+		if errR != nil {
+			return fmt.Errorf("%s: %w", RecordRedis, errR)
+		}
+		s.restore(ctx, gen, s.Channel, RecordRedis, stR)
+		return nil
+	}
+	mctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
+	stM, errM := load(mctx, s.Durable)
+	cancel()
+	var pR, pM *RecordState
+	if errR == nil {
+		pR = &stR
+	}
+	if errM == nil {
+		pM = &stM
+		if !s.applyRead(gen, pR, pM) {
+			return nil
+		}
+	}
+	if pR != nil {
+		s.restore(ctx, gen, s.Channel, RecordRedis, *pR)
+	}
+	if pM != nil {
+		s.restore(ctx, gen, s.Durable, RecordMySQL, *pM)
+	}
+	return errors.Join(wrapRead(RecordRedis, errR), wrapRead(RecordMySQL, errM))
 }
 
-func (s *Switch) reloadLocked(ctx context.Context) error {
-	entries, err := s.Channel.Engaged(ctx)
-	if err != nil {
-		return err
+func wrapRead(record string, err error) error {
+	if err == nil {
+		return nil
 	}
-	next := &snapshot{pods: make(map[string]tandem.AuditLogEntry, len(entries))}
-	for _, e := range entries {
-		next.pods[e.Pod] = e
+	return fmt.Errorf("%s cannot be read: %w", record, err)
+}
+
+// applyRead replaces the view of the record read (redis or mysql) and
+// publishes the union; false when this instance made a change since gen,
+// and the read may be older than it.
+func (s *Switch) applyRead(gen uint64, redis, mysql *RecordState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != gen {
+		return false
 	}
-	s.state.Store(next)
-	return nil
+	// A pod a view lost is dropped when either record cleared it since:
+	// the clear marks of both records count.
+	if redis != nil {
+		s.redis, _ = s.redis.next(*redis, mysql)
+	}
+	if mysql != nil {
+		s.mysql, _ = s.mysql.next(*mysql, redis)
+	}
+	s.publishLocked()
+	return true
+}
+
+func (s *Switch) publishLocked() {
+	s.state.Store(&snapshot{pods: union(s.redis, s.mysql)})
+}
+
+// restore writes back into rec the engagements in force that st (what rec
+// held when read) lacks.
+func (s *Switch) restore(ctx context.Context, gen uint64, rec Record, name string, st RecordState) {
+	s.mu.Lock()
+	if s.gen != gen {
+		s.mu.Unlock()
+		return
+	}
+	lost := missing(s.state.Load().pods, st, s.Now().Add(-RestoreGrace))
+	s.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i].Pod < lost[j].Pod })
+	wctx, cancel := context.WithTimeout(ctx, DefaultChangeTimeout)
+	defer cancel()
+	if err := rec.Restore(wctx, lost); err != nil {
+		if s.OnError != nil && ctx.Err() == nil {
+			s.OnError(fmt.Errorf("write the kill switch back into the %s: %w", name, err))
+		}
+		return
+	}
+	if s.OnRestore != nil {
+		s.OnRestore(name, lost)
+	}
 }
 
 // Engaged reports whether pod's kill switch is engaged. It reads memory
@@ -221,9 +358,10 @@ func (s *Switch) State() tandem.KillSwitchState {
 	return st
 }
 
-// Engage moves pods (every pod when empty) to Redis as their source of
+// Engage moves pods (every pod when nil) to Redis as their source of
 // truth. mysql_only pods cannot fall back and are listed under Refused.
-// Returns EINVALID (reason), EUNKNOWNPOD, EUNAVAILABLE (the channel cannot
+// Returns EINVALID (reason, an empty list, blank or repeated names),
+// EUNKNOWNPOD, EUNAVAILABLE (the channel cannot
 // be written; nothing changed).
 func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	s.init()
@@ -257,7 +395,7 @@ func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*
 	return &st, nil
 }
 
-// Disengage returns pods (every pod when empty) to the source of truth
+// Disengage returns pods (every pod when nil) to the source of truth
 // their mode says. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
 func (s *Switch) Disengage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	s.init()
@@ -287,49 +425,124 @@ func (s *Switch) label(pod string) string {
 	return "disengaged"
 }
 
-// apply writes the change to the channel, applies it here at once, and
-// records it in the audit log in the background.
+// apply writes the change to the records and applies it here at once,
+// then records it in the audit log in the background. Engaging succeeds
+// when either record takes it (the other gets it written back when it
+// answers); disengaging needs both cleared, the control MySQL first.
 func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogEntry) error {
 	ctx, cancel := context.WithTimeout(ctx, DefaultChangeTimeout)
 	defer cancel()
 	s.mu.Lock()
 	var err error
 	if len(engage) > 0 {
-		err = s.Channel.Engage(ctx, engage)
+		err = s.engageLocked(ctx, engage)
 	} else {
-		names := make([]string, len(disengage))
-		for i, e := range disengage {
-			names[i] = e.Pod
-		}
-		err = s.Channel.Disengage(ctx, names)
-	}
-	if err != nil {
-		s.mu.Unlock()
-		return &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "the kill switch channel cannot be written; nothing changed"}
-	}
-	if err := s.reloadLocked(ctx); err != nil {
-		// The write succeeded: apply it here from what was written.
-		s.state.Store(merge(s.state.Load(), engage, disengage))
+		err = s.disengageLocked(ctx, disengage)
 	}
 	s.mu.Unlock()
-	s.record(append(engage, disengage...))
+	if err != nil {
+		return err
+	}
+	all := append(engage, disengage...)
+	if s.OnChange != nil {
+		for _, e := range all {
+			s.OnChange(e)
+		}
+	}
+	s.record(all)
 	return nil
 }
 
-func merge(old *snapshot, engage, disengage []tandem.AuditLogEntry) *snapshot {
-	next := &snapshot{pods: make(map[string]tandem.AuditLogEntry, len(old.pods)+len(engage))}
-	for pod, e := range old.pods {
-		next.pods[pod] = e
+func (s *Switch) engageLocked(ctx context.Context, entries []tandem.AuditLogEntry) error {
+	var errR, errM error
+	var wg sync.WaitGroup
+	if s.Durable != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Short: with MySQL unreachable, Redis alone engages.
+			mctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
+			defer cancel()
+			errM = s.Durable.Engage(mctx, entries)
+		}()
 	}
-	for _, e := range engage {
-		if _, ok := next.pods[e.Pod]; !ok {
-			next.pods[e.Pod] = e
+	errR = s.Channel.Engage(ctx, entries)
+	wg.Wait()
+	if errR != nil && (s.Durable == nil || errM != nil) {
+		return &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "the kill switch cannot be written (control Redis and control MySQL); nothing changed"}
+	}
+	s.gen++
+	if errR == nil {
+		s.redis = s.redis.with(entries)
+	} else if s.OnError != nil {
+		s.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordMySQL, RecordRedis, errR))
+	}
+	if s.Durable != nil {
+		if errM == nil {
+			s.mysql = s.mysql.with(entries)
+		} else if s.OnError != nil {
+			s.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordRedis, RecordMySQL, errM))
 		}
 	}
-	for _, e := range disengage {
-		delete(next.pods, e.Pod)
+	s.publishLocked()
+	return nil
+}
+
+func (s *Switch) disengageLocked(ctx context.Context, entries []tandem.AuditLogEntry) error {
+	pods := make([]string, len(entries))
+	// The clear mark must be after every engagement it clears, whatever
+	// the clocks of the instances that engaged.
+	at := s.Now().UTC()
+	cur := s.state.Load().pods
+	for i, e := range entries {
+		pods[i] = e.Pod
+		if old, ok := cur[e.Pod]; ok && !at.After(old.At) {
+			at = old.At.Add(time.Microsecond)
+		}
 	}
-	return next
+	// Both records must be cleared. MySQL is checked first, so that a
+	// control database that is down refuses the change before Redis (and
+	// with it every instance) sees anything; then Redis, then MySQL. When
+	// MySQL fails after Redis was cleared, Redis is engaged again.
+	if s.Durable != nil {
+		rctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
+		_, _, err := s.Durable.Load(rctx)
+		cancel()
+		if err != nil {
+			return unavailableToDisengage(RecordMySQL, "nothing changed")
+		}
+	}
+	if err := s.Channel.Disengage(ctx, pods, at); err != nil {
+		return unavailableToDisengage(RecordRedis, "nothing changed")
+	}
+	s.gen++
+	held := s.redis
+	s.redis = s.redis.without(pods)
+	if s.Durable != nil {
+		if err := s.Durable.Disengage(ctx, pods, at); err != nil {
+			var back []tandem.AuditLogEntry
+			for _, p := range pods {
+				if e, ok := held.engaged[p]; ok {
+					back = append(back, e)
+				}
+			}
+			if len(back) == 0 || s.Channel.Engage(ctx, back) == nil {
+				s.redis = held
+				s.publishLocked()
+				return unavailableToDisengage(RecordMySQL, "nothing changed")
+			}
+			s.publishLocked()
+			return unavailableToDisengage(RecordMySQL, "the control Redis was cleared and the control MySQL still holds the pods engaged; retry when it answers")
+		}
+		s.mysql = s.mysql.without(pods)
+	}
+	s.publishLocked()
+	return nil
+}
+
+func unavailableToDisengage(record, outcome string) error {
+	return &tandem.Error{Code: tandem.EUNAVAILABLE, Message: fmt.Sprintf(
+		"the %s cannot be reached: the kill switch stays engaged (disengaging needs both records cleared); %s", record, outcome)}
 }
 
 func (s *Switch) record(entries []tandem.AuditLogEntry) {
@@ -352,28 +565,55 @@ func (s *Switch) record(entries []tandem.AuditLogEntry) {
 	}()
 }
 
+// validate checks a change and its targets: nil pods means every pod; a
+// non-nil list must be non-empty, without blank or repeated names, of known
+// pods (EUNKNOWNPOD names every unknown one). Nothing changes on an error.
 func (s *Switch) validate(pods []string, ch tandem.Change) ([]string, tandem.Change, error) {
 	if err := ValidateReason(ch.Reason); err != nil {
 		return nil, ch, err
 	}
 	if ch.Actor == "" {
-		ch.Actor = "unknown"
+		ch.Actor = "operator"
 	}
-	if len(pods) == 0 {
+	if pods == nil {
 		return slices.Clone(s.Pods), ch, nil
 	}
+	if err := ValidateTargets(s.Pods, pods); err != nil {
+		return nil, ch, err
+	}
+	return slices.Clone(pods), ch, nil
+}
+
+// ValidateTargets checks an explicit list of pods against known: non-empty,
+// no blank or repeated names (EINVALID), every name known (EUNKNOWNPOD,
+// with details.pods listing the unknown ones and details.pod the first).
+func ValidateTargets(known, pods []string) error {
+	if len(pods) == 0 {
+		return tandem.Errorf(tandem.EINVALID, "pods must name at least one pod (leave it out for every pod)")
+	}
 	seen := make(map[string]bool, len(pods))
-	out := make([]string, 0, len(pods))
+	var unknown []string
 	for _, p := range pods {
-		if !slices.Contains(s.Pods, p) {
-			return nil, ch, tandem.Errorf(tandem.EUNKNOWNPOD, "unknown pod %q", p).WithDetail("pod", p)
+		if strings.TrimSpace(p) == "" {
+			return tandem.Errorf(tandem.EINVALID, "pods holds a blank name")
 		}
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
+		if seen[p] {
+			return tandem.Errorf(tandem.EINVALID, "pods names %q twice", p)
+		}
+		seen[p] = true
+		if !slices.Contains(known, p) {
+			unknown = append(unknown, p)
 		}
 	}
-	return out, ch, nil
+	if len(unknown) > 0 {
+		quoted := make([]string, len(unknown))
+		for i, p := range unknown {
+			quoted[i] = strconv.Quote(p)
+		}
+		return tandem.Errorf(tandem.EUNKNOWNPOD, "unknown pod %s; nothing changed", strings.Join(quoted, ", ")).
+			WithDetail("pods", unknown).WithDetail("pod", unknown[0])
+	}
+	return nil
 }
 
 // ValidateReason checks a change's reason: 1..500 characters.

@@ -12,15 +12,45 @@ import (
 	"github.com/tandemhq/tandem/killswitch"
 )
 
-// memChannel is an in-memory Channel shared by several Switches.
+// memChannel is an in-memory Channel (or Record) shared by several
+// Switches; err makes every call fail, as if the store were down.
 type memChannel struct {
 	mu       sync.Mutex
 	pods     map[string]tandem.AuditLogEntry
+	cleared  map[string]time.Time
 	watchers []chan struct{}
 	err      error
+	restores int
+	// disengageErr fails Disengage alone (the record reads but cannot be
+	// written).
+	disengageErr error
 }
 
-func newMemChannel() *memChannel { return &memChannel{pods: map[string]tandem.AuditLogEntry{}} }
+func newMemChannel() *memChannel {
+	return &memChannel{pods: map[string]tandem.AuditLogEntry{}, cleared: map[string]time.Time{}}
+}
+
+func (c *memChannel) setErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
+// wipe loses every record, as a Redis restart without persistence or a
+// FLUSHDB does.
+func (c *memChannel) wipe() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods = map[string]tandem.AuditLogEntry{}
+	c.cleared = map[string]time.Time{}
+}
+
+func (c *memChannel) has(pod string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pods[pod]
+	return ok
+}
 
 func (c *memChannel) Engage(ctx context.Context, entries []tandem.AuditLogEntry) error {
 	c.mu.Lock()
@@ -37,16 +67,39 @@ func (c *memChannel) Engage(ctx context.Context, entries []tandem.AuditLogEntry)
 	return nil
 }
 
-func (c *memChannel) Disengage(ctx context.Context, pods []string) error {
+func (c *memChannel) Disengage(ctx context.Context, pods []string, at time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return c.err
 	}
+	if c.disengageErr != nil {
+		return c.disengageErr
+	}
 	for _, p := range pods {
 		delete(c.pods, p)
+		c.cleared[p] = at
 	}
 	c.notify()
+	return nil
+}
+
+func (c *memChannel) Restore(ctx context.Context, entries []tandem.AuditLogEntry) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	for _, e := range entries {
+		if _, ok := c.pods[e.Pod]; ok {
+			continue
+		}
+		if cl, ok := c.cleared[e.Pod]; ok && !cl.Before(e.At) {
+			continue
+		}
+		c.pods[e.Pod] = e
+		c.restores++
+	}
 	return nil
 }
 
@@ -59,17 +112,21 @@ func (c *memChannel) notify() {
 	}
 }
 
-func (c *memChannel) Engaged(ctx context.Context) ([]tandem.AuditLogEntry, error) {
+func (c *memChannel) Load(ctx context.Context) ([]tandem.AuditLogEntry, map[string]time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		return nil, c.err
+		return nil, nil, c.err
 	}
 	var out []tandem.AuditLogEntry
 	for _, e := range c.pods {
 		out = append(out, e)
 	}
-	return out, nil
+	cleared := make(map[string]time.Time, len(c.cleared))
+	for p, t := range c.cleared {
+		cleared[p] = t
+	}
+	return out, cleared, nil
 }
 
 func (c *memChannel) Watch(ctx context.Context) <-chan struct{} {
@@ -202,6 +259,40 @@ func TestSwitch_Engage(t *testing.T) {
 		}
 	})
 
+	t.Run("ErrTargetsChangeNothing", func(t *testing.T) {
+		tests := []struct {
+			name string
+			pods []string
+			code string
+		}{
+			{"EmptyList", []string{}, tandem.EINVALID},
+			{"BlankName", []string{"pod-a", " "}, tandem.EINVALID},
+			{"EmptyName", []string{""}, tandem.EINVALID},
+			{"Repeated", []string{"pod-a", "pod-a"}, tandem.EINVALID},
+			{"Unknown", []string{"pod-x", "pod-a", "pod-y"}, tandem.EUNKNOWNPOD},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := openSwitch(t, newMemChannel(), nil, nil)
+				s.Engage(ctx, []string{"pod-b"}, change)
+				for _, fn := range []func(context.Context, []string, tandem.Change) (*tandem.KillSwitchState, error){s.Engage, s.Disengage} {
+					_, err := fn(ctx, tt.pods, change)
+					if code := tandem.ErrorCode(err); code != tt.code {
+						t.Fatalf("got %v, want %s", err, tt.code)
+					}
+					if tt.code == tandem.EUNKNOWNPOD {
+						if got, _ := tandem.ErrorDetails(err)["pods"].([]string); !slices.Equal(got, []string{"pod-x", "pod-y"}) {
+							t.Errorf("got details.pods %v, want [pod-x pod-y]", got)
+						}
+					}
+					if st := s.State(); !slices.Equal(st.Pods, []string{"pod-b"}) {
+						t.Errorf("got engaged %v after a refused change, want [pod-b]", st.Pods)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("ErrInvalidReason", func(t *testing.T) {
 		s := openSwitch(t, newMemChannel(), nil, nil)
 		for _, reason := range []string{"", string(make([]rune, 501))} {
@@ -214,9 +305,7 @@ func TestSwitch_Engage(t *testing.T) {
 	t.Run("ErrUnavailableChangesNothing", func(t *testing.T) {
 		ch := newMemChannel()
 		s := openSwitch(t, ch, nil, nil)
-		ch.mu.Lock()
-		ch.err = errors.New("redis down")
-		ch.mu.Unlock()
+		ch.setErr(errors.New("redis down"))
 		if _, err := s.Engage(ctx, nil, change); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
 			t.Fatalf("got %v, want %s", err, tandem.EUNAVAILABLE)
 		}

@@ -143,7 +143,7 @@ func TestKillSwitchChannel(t *testing.T) {
 		got := false
 		deadline := time.Now().Add(15 * time.Second)
 		for !got && time.Now().Before(deadline) {
-			if err := ch.Disengage(ctx, []string{"pod-a"}); err != nil {
+			if err := ch.Disengage(ctx, []string{"pod-a"}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -174,4 +174,42 @@ func TestKillSwitchChannel(t *testing.T) {
 		}
 		s.Close()
 	})
+}
+
+var _ killswitch.Record = (*redisres.KillSwitchChannel)(nil)
+
+func TestKillSwitchChannel_ClearMarks(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testenv.MustRedis(t)
+	ch := redisres.NewKillSwitchChannel(rdb, prefix)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	old := tandem.AuditLogEntry{Pod: "pod-a", At: t0, Actor: "oncall", Reason: "old"}
+	if err := ch.Engage(ctx, []tandem.AuditLogEntry{old}); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Minute)
+	if err := ch.Disengage(ctx, []string{"pod-a"}, at); err != nil {
+		t.Fatal(err)
+	}
+	engaged, cleared, err := ch.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(engaged) != 0 || !cleared["pod-a"].Equal(at) {
+		t.Fatalf("got engaged %v cleared %v, want none engaged and pod-a cleared at %v", engaged, cleared, at)
+	}
+	newer := tandem.AuditLogEntry{Pod: "pod-a", At: at.Add(time.Second), Reason: "newer"}
+	other := tandem.AuditLogEntry{Pod: "pod-b", At: t0, Reason: "lost in a FLUSHDB"}
+	if err := ch.Restore(ctx, []tandem.AuditLogEntry{old, other}); err != nil {
+		t.Fatal(err)
+	}
+	if engaged, _, _ = ch.Load(ctx); len(engaged) != 1 || engaged[0].Pod != "pod-b" {
+		t.Fatalf("got %v, want only pod-b written back (pod-a was cleared after its engagement)", engaged)
+	}
+	if err := ch.Restore(ctx, []tandem.AuditLogEntry{newer}); err != nil {
+		t.Fatal(err)
+	}
+	if engaged, _, _ = ch.Load(ctx); len(engaged) != 2 || engaged[0].Reason != "newer" {
+		t.Fatalf("got %v, want pod-a written back from an engagement after its clear", engaged)
+	}
 }

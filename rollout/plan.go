@@ -143,6 +143,7 @@ func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, po
 	if err := c.Store.AppendAudit(ctx, e); err != nil {
 		c.report(fmt.Errorf("record %s: %w", action, err))
 	}
+	c.changed(e)
 }
 
 // StepPlan advances a running plan by at most one promotion.
@@ -176,6 +177,12 @@ func (c *Controller) StepPlan(ctx context.Context) error {
 			c.plan.waiting = fmt.Sprintf("%s is in redis: move it to shadow first", pod)
 			return nil
 		}
+		if killBlocks(tandem.ModeMySQL, c.engaged(pod)) {
+			// The plan obeys the kill switch like an operator: it waits
+			// for someone to disengage it, and never promotes past it.
+			c.plan.waiting = fmt.Sprintf("%s: kill switch engaged; the plan promotes it only once disengaged", pod)
+			return nil
+		}
 		if g := c.EvaluateGates(pod); !g.Passing {
 			c.plan.waiting = fmt.Sprintf("%s: gates failing %v", pod, g.FailedGates)
 			return nil
@@ -189,6 +196,8 @@ func (c *Controller) StepPlan(ctx context.Context) error {
 		c.plan.promoted = append(c.plan.promoted, pod)
 		c.plan.promotedAt = c.Now()
 		c.plan.waiting = ""
+		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorPlan, Action: ActionPlanStep, Pod: pod, Reason: ch.Reason,
+			Before: string(mode), After: string(tandem.ModeMySQL)})
 		return nil
 	}
 	c.plan.phase = PlanDone

@@ -134,6 +134,11 @@ const (
 	ActionPlanPause = "plan_pause"
 	ActionPlanAbort = "plan_abort"
 	ActionPlanDone  = "plan_done"
+	// Told to OnChange only (the mode change itself is in the audit log).
+	ActionBackfillStart  = "backfill_start"
+	ActionBackfillEnd    = "backfill_end"
+	ActionPlanStep       = "plan_step"
+	ActionAutomaticAbort = "automatic_abort"
 )
 
 // ActorAuto is the actor of the automatic abort.
@@ -191,6 +196,11 @@ type Controller struct {
 	Now func() time.Time
 	// OnError is told about failures of the background loops; nil ignores them.
 	OnError func(error)
+	// OnChange is told about every control action this instance takes
+	// (mode changes, audits, resyncs, backfills, plan steps, automatic
+	// aborts), once each, with who, why, the pod, before and after; nil
+	// ignores them. cmd logs them.
+	OnChange func(tandem.AuditLogEntry)
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -338,6 +348,13 @@ func (c *Controller) report(err error) {
 	}
 }
 
+// changed tells OnChange about a control action.
+func (c *Controller) changed(e tandem.AuditLogEntry) {
+	if c.OnChange != nil {
+		c.OnChange(e)
+	}
+}
+
 func (c *Controller) pollOnce(ctx context.Context) error {
 	v, err := c.Store.Version(ctx)
 	if err != nil {
@@ -477,7 +494,7 @@ func validateChange(ch tandem.Change) (tandem.Change, error) {
 		return ch, tandem.Errorf(tandem.EINVALID, "reason must be 1..500 characters")
 	}
 	if ch.Actor == "" {
-		ch.Actor = "unknown"
+		ch.Actor = "operator"
 	}
 	return ch, nil
 }
@@ -509,7 +526,7 @@ func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode,
 			failed = append(failed, RefusedResync)
 		}
 	}
-	if to == tandem.ModeMySQL && c.engaged(pod) {
+	if killBlocks(to, c.engaged(pod)) {
 		failed = append(failed, RefusedKillSwitch)
 	}
 	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
@@ -519,6 +536,14 @@ func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode,
 		}
 	}
 	return failed, gatesFailed, nil
+}
+
+// killBlocks reports whether an engaged kill switch refuses a move to
+// mode to: any mode whose source of truth is MySQL (mysql, and mysql_only,
+// which would escape the kill switch since it cannot fall back). The kill
+// switch only ever moves a pod toward Redis; force does not override it.
+func killBlocks(to tandem.Mode, killed bool) bool {
+	return killed && to.SourceOfTruth() == tandem.StoreMySQL
 }
 
 // SetMode moves pod to ch.Mode. Returns EINVALID (unknown mode, bad
@@ -541,6 +566,14 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	ch.Change = change
 	from := c.Mode(pod)
+	if ch.Mode == from {
+		// Nothing to change: answered as it stands, not as a refusal.
+		if ch.DryRun {
+			return nil, &tandem.DryRun{WouldApply: true, FailedGates: []string{}}, nil
+		}
+		st := c.status(pod)
+		return &st, nil, nil
+	}
 	failed, gatesFailed, err := c.refusals(ctx, pod, from, ch)
 	if err != nil {
 		return nil, nil, err
@@ -552,9 +585,8 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
 	}
 	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
-		if err := c.Ops.Backfill(ctx, pod); err != nil {
-			c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
-			return nil, nil, tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
+		if err := c.backfill(ctx, pod, ch.Change); err != nil {
+			return nil, nil, err
 		}
 	}
 	e := tandem.AuditLogEntry{
@@ -571,6 +603,7 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		}
 		return nil, nil, unavailable(err, "set mode")
 	}
+	c.changed(e)
 	if err := c.Reload(ctx); err != nil {
 		c.report(err)
 	}
@@ -578,13 +611,33 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	return &st, nil, nil
 }
 
-// EngageKillSwitch engages pods (every pod when empty); see killswitch.
+// backfill rebuilds pod's MySQL before it enters shadow, telling OnChange
+// when it starts and how it ends.
+func (c *Controller) backfill(ctx context.Context, pod string, ch tandem.Change) error {
+	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionBackfillStart, Pod: pod, Reason: ch.Reason,
+		Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
+	c.changed(e)
+	err := c.Ops.Backfill(ctx, pod)
+	e.At, e.Action, e.After = c.Now().UTC(), ActionBackfillEnd, "done"
+	if err != nil {
+		e.After = "failed: " + tandem.ErrorMessage(err)
+	}
+	c.changed(e)
+	if err != nil {
+		c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
+		return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
+	}
+	return nil
+}
+
+// EngageKillSwitch engages pods (every pod when nil; a non-nil list must
+// name known pods, see killswitch).
 func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	c.init()
 	return c.Switch.Engage(ctx, pods, ch)
 }
 
-// DisengageKillSwitch disengages pods (every pod when empty).
+// DisengageKillSwitch disengages pods (every pod when nil).
 func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
 	c.init()
 	return c.Switch.Disengage(ctx, pods, ch)
@@ -667,6 +720,7 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 	if err := c.Store.AppendAudit(ctx, e); err != nil {
 		c.report(fmt.Errorf("record audit of %s: %w", pod, err))
 	}
+	c.changed(e)
 	return a, nil
 }
 
@@ -700,6 +754,7 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 	if err := c.Store.MarkResynced(ctx, pod, e); err != nil {
 		return 0, unavailable(err, "mark resynced")
 	}
+	c.changed(e)
 	return n, nil
 }
 
@@ -769,6 +824,8 @@ func (c *Controller) CheckAbort(ctx context.Context) []string {
 			c.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
 			continue
 		}
+		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
+			Reason: reason, Before: string(tandem.ModeMySQL), After: "kill switch engaged"})
 		tripped = append(tripped, p.Name)
 	}
 	return tripped

@@ -110,7 +110,7 @@ func TestController_SetMode(t *testing.T) {
 
 	t.Run("RefusedTransition", func(t *testing.T) {
 		e := newEnv(t, newMemStore())
-		for _, to := range []tandem.Mode{tandem.ModeMySQL, tandem.ModeMySQLOnly, tandem.ModeRedis} {
+		for _, to := range []tandem.Mode{tandem.ModeMySQL, tandem.ModeMySQLOnly} {
 			_, _, err := e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: to, Force: true})
 			if g := failedGates(t, err); !slices.Contains(g, rollout.RefusedTransition) {
 				t.Errorf("redis -> %s: failed gates %v, want transition", to, g)
@@ -209,6 +209,60 @@ func TestController_SetMode(t *testing.T) {
 		_, _, err := e.ctl.SetMode(ctx, "pod-b", tandem.ModeChange{Change: why, Mode: tandem.ModeMySQL, Force: true})
 		if g := failedGates(t, err); !slices.Equal(g, []string{rollout.RefusedKillSwitch}) {
 			t.Errorf("got %v, want [kill_switch]", g)
+		}
+	})
+
+	// The kill switch refuses every mode whose source of truth is MySQL,
+	// force or not: mysql_only would escape it (it cannot fall back).
+	t.Run("RefusedToMySQLOnlyWhileKilled", func(t *testing.T) {
+		for _, force := range []bool{false, true} {
+			e := newEnv(t, newMemStore(), tandem.ModeRedis, tandem.ModeMySQL, tandem.ModeShadow)
+			e.sw.Engage(ctx, []string{"pod-b"}, why)
+			_, _, err := e.ctl.SetMode(ctx, "pod-b", tandem.ModeChange{Change: why, Mode: tandem.ModeMySQLOnly, Force: force})
+			if g := failedGates(t, err); !slices.Equal(g, []string{rollout.RefusedKillSwitch}) {
+				t.Errorf("force %v: got %v, want [kill_switch]", force, g)
+			}
+			_, dry, err := e.ctl.SetMode(ctx, "pod-b", tandem.ModeChange{Change: why, Mode: tandem.ModeMySQLOnly, Force: force, DryRun: true})
+			if err != nil || dry.WouldApply || !slices.Equal(dry.FailedGates, []string{rollout.RefusedKillSwitch}) {
+				t.Errorf("force %v dry run: got %+v %v, want would_apply false with [kill_switch]", force, dry, err)
+			}
+			if e.ctl.Mode("pod-b") != tandem.ModeMySQL || len(e.store.actions()) != 0 {
+				t.Errorf("force %v: got mode %s and log %v, want mysql and nothing written", force, e.ctl.Mode("pod-b"), e.store.actions())
+			}
+			st, _ := e.ctl.Pod(ctx, "pod-b")
+			if st.SourceOfTruth != tandem.StoreRedis {
+				t.Errorf("force %v: got source of truth %s, want redis while killed", force, st.SourceOfTruth)
+			}
+		}
+	})
+
+	t.Run("TowardRedisAllowedWhileKilled", func(t *testing.T) {
+		e := newEnv(t, newMemStore(), tandem.ModeRedis, tandem.ModeMySQL, tandem.ModeShadow)
+		e.sw.Engage(ctx, []string{"pod-b", "pod-c"}, why)
+		if _, _, err := e.ctl.SetMode(ctx, "pod-b", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow}); err != nil {
+			t.Errorf("mysql -> shadow while killed: got %v, want it applied", err)
+		}
+		if _, _, err := e.ctl.SetMode(ctx, "pod-c", tandem.ModeChange{Change: why, Mode: tandem.ModeRedis}); err != nil {
+			t.Errorf("shadow -> redis while killed: got %v, want it applied", err)
+		}
+	})
+
+	t.Run("SameModeIsPlainNoOp", func(t *testing.T) {
+		e := newEnv(t, newMemStore(), tandem.ModeRedis, tandem.ModeMySQL, tandem.ModeShadow)
+		e.sw.Engage(ctx, []string{"pod-b"}, why)
+		for _, pod := range []string{"pod-a", "pod-b", "pod-c"} {
+			mode := e.ctl.Mode(pod)
+			st, _, err := e.ctl.SetMode(ctx, pod, tandem.ModeChange{Change: why, Mode: mode, Force: pod == "pod-b"})
+			if err != nil || st == nil || st.Mode != mode {
+				t.Errorf("%s %s -> %s: got %+v %v, want its status and no error", pod, mode, mode, st, err)
+			}
+			_, dry, err := e.ctl.SetMode(ctx, pod, tandem.ModeChange{Change: why, Mode: mode, DryRun: true})
+			if err != nil || !dry.WouldApply || dry.FailedGates == nil || len(dry.FailedGates) != 0 {
+				t.Errorf("%s dry run: got %+v %v, want would_apply true", pod, dry, err)
+			}
+		}
+		if got := e.store.actions(); len(got) != 0 {
+			t.Errorf("got audit log %v after no-ops, want nothing written", got)
 		}
 	})
 
@@ -357,6 +411,19 @@ func TestController_Abort(t *testing.T) {
 		}
 	})
 
+	t.Run("LeavesKilledAndMySQLOnlyPodsAlone", func(t *testing.T) {
+		e := newEnv(t, newMemStore(), tandem.ModeMySQL, tandem.ModeMySQLOnly, tandem.ModeShadow)
+		e.sw.Engage(ctx, []string{"pod-a"}, tandem.Change{Actor: "oncall", Reason: "manual"})
+		e.record("pod-a", 100, 100)
+		e.record("pod-b", 100, 100)
+		if tripped := e.ctl.CheckAbort(ctx); len(tripped) != 0 {
+			t.Errorf("got %v, want nothing: pod-a already runs on Redis, pod-b cannot fall back", tripped)
+		}
+		if ch := e.sw.change("pod-a"); ch.Actor != "oncall" {
+			t.Errorf("got pod-a engaged by %+v, want the operator's engagement kept", ch)
+		}
+	})
+
 	t.Run("NeedsMinComparisons", func(t *testing.T) {
 		e := newEnv(t, newMemStore(), tandem.ModeMySQL, tandem.ModeShadow, tandem.ModeShadow)
 		e.record("pod-a", 49, 49)
@@ -464,6 +531,25 @@ func TestController_Plan(t *testing.T) {
 		st := e.ctl.PlanStatus()
 		if st.Phase != rollout.PlanAborted || e.ctl.Mode("pod-a") != tandem.ModeShadow {
 			t.Errorf("got phase %s, pod-a %s, want aborted and pod-a untouched", st.Phase, e.ctl.Mode("pod-a"))
+		}
+	})
+
+	t.Run("KilledPodIsNeverPromoted", func(t *testing.T) {
+		e := newEnv(t, newMemStore(), tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
+		e.passGates(t, "pod-b")
+		e.sw.Engage(ctx, []string{"pod-b"}, why)
+		e.ctl.StartPlan(ctx, why)
+		if err := e.ctl.StepPlan(ctx); err != nil {
+			t.Fatalf("got %v, want the plan to wait, not fail", err)
+		}
+		st := e.ctl.PlanStatus()
+		if e.ctl.Mode("pod-b") != tandem.ModeShadow || st.Phase != rollout.PlanRunning || !strings.Contains(st.Waiting, "pod-b: kill switch engaged") {
+			t.Fatalf("got pod-b %s, plan %+v, want pod-b in shadow and the plan waiting on its kill switch", e.ctl.Mode("pod-b"), st)
+		}
+		e.sw.Disengage(ctx, []string{"pod-b"}, why)
+		e.ctl.StepPlan(ctx)
+		if e.ctl.Mode("pod-b") != tandem.ModeMySQL {
+			t.Errorf("got pod-b %s after unkill, want promoted", e.ctl.Mode("pod-b"))
 		}
 	})
 

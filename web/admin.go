@@ -2,7 +2,7 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -37,6 +37,10 @@ type AdminServer struct {
 	// /openapi.yaml and the dashboard's static files, as
 	// "Authorization: Bearer <token>". An empty token refuses them all.
 	Token string
+	// ViewerToken, when set, is accepted for reading: GET (and HEAD) of
+	// every admin route, /metrics and the dashboard's views. A change sent
+	// with it is answered 403 forbidden.
+	ViewerToken string
 	// Ready reports readiness and the status of each dependency for
 	// /readyz; nil means ready with no dependencies to report. Its
 	// statuses are shown without a token, so they must hold no secrets.
@@ -53,6 +57,21 @@ type AdminServer struct {
 	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
 	// answers those routes 404 not_found (after the token check).
 	Plan PlanService
+}
+
+// MetricsHandler serves GET /metrics alone, without a token, for the
+// optional `metrics_listen` address (a private network a scraper reaches);
+// every other path answers 404 not_found.
+func (s *AdminServer) MetricsHandler() http.Handler {
+	gatherer := s.Gatherer
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	r := chi.NewRouter()
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
+	r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+	return r
 }
 
 // Handler returns the admin API's router.
@@ -75,22 +94,22 @@ func (s *AdminServer) Handler() http.Handler {
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
-	auth := bearerAuth(s.Token)
-	want := sha256.Sum256([]byte(s.Token))
+	toks := newTokens(s.Token, s.ViewerToken)
+	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
 	r := chi.NewRouter()
 	r.Use(requestID, instrument("admin", m, logger), recoverer(logger), securityHeaders)
 	// Unmatched paths may be dashboard assets (public); under /admin/ they
 	// answer 401 without the token, so that probing reveals nothing.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/admin/") && !authorized(r, s.Token, want) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") && !known(r) {
 			unauthorized(w, r)
 			return
 		}
 		h.dashboard.asset(w, r)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		if !publicPath(r.URL.Path) && !authorized(r, s.Token, want) {
+		if !publicPath(r.URL.Path) && !known(r) {
 			unauthorized(w, r)
 			return
 		}
@@ -105,8 +124,9 @@ func (s *AdminServer) Handler() http.Handler {
 	r.Get("/openapi.yaml", openAPIDocument)
 
 	r.Group(func(r chi.Router) {
-		r.Use(auth)
+		r.Use(toks.requireRole)
 		r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+		r.Get("/admin/whoami", whoami)
 		r.Get("/admin/pods", h.pods)
 		r.Get("/admin/pods/{pod}", h.pod)
 		r.Put("/admin/pods/{pod}/mode", h.setMode)
@@ -215,7 +235,7 @@ type changeBody struct {
 }
 
 // change checks a change body and fills its actor: the body's actor, else
-// the X-Actor header, else "unknown".
+// the X-Actor header, else the token's role and the client's address.
 func (c changeBody) change(r *http.Request) (tandem.Change, error) {
 	if strings.TrimSpace(c.Reason) == "" || utf8.RuneCountInString(c.Reason) > MaxReasonLen {
 		return tandem.Change{}, invalid("reason is required, 1..%d characters", MaxReasonLen)
@@ -226,10 +246,13 @@ func (c changeBody) change(r *http.Request) (tandem.Change, error) {
 	}
 	actor = strings.TrimSpace(actor)
 	if actor == "" {
-		actor = "unknown"
+		actor = defaultActor(r)
 	}
 	if utf8.RuneCountInString(actor) > MaxActorLen || !utf8.ValidString(actor) {
 		return tandem.Change{}, invalid("actor must be at most %d characters of UTF-8", MaxActorLen)
+	}
+	if a := accessFrom(r.Context()); a != nil {
+		a.actor = actor
 	}
 	return tandem.Change{Actor: actor, Reason: c.Reason}, nil
 }
@@ -327,10 +350,39 @@ func (e *badAnswerError) Error() string {
 	return "admin service " + e.method + " returned neither a result nor an error"
 }
 
-// killSwitchBody is the body of POST and DELETE /admin/killswitch.
+// killSwitchBody is the body of POST and DELETE /admin/killswitch. Pods
+// stays raw so that an absent list (every pod) is told from an empty or
+// null one (invalid).
 type killSwitchBody struct {
 	changeBody
-	Pods []string `json:"pods"`
+	Pods json.RawMessage `json:"pods"`
+}
+
+// targets returns the pods a kill-switch change names: nil when the body
+// leaves pods out (every pod), else a non-empty list of distinct, plain
+// names. Whether they are known is the service's to say.
+func (b killSwitchBody) targets() ([]string, error) {
+	if b.Pods == nil {
+		return nil, nil
+	}
+	var pods []string
+	if err := json.Unmarshal(b.Pods, &pods); err != nil {
+		return nil, invalid("pods must be a list of pod names")
+	}
+	if len(pods) == 0 {
+		return nil, invalid("pods must name at least one pod (leave it out for every pod)")
+	}
+	seen := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		if err := validatePodName(p); err != nil {
+			return nil, invalid("pods: %s", tandem.ErrorMessage(err))
+		}
+		if seen[p] {
+			return nil, invalid("pods must be distinct, %q repeats", p)
+		}
+		seen[p] = true
+	}
+	return pods, nil
 }
 
 func (h *adminHandler) killSwitchChange(w http.ResponseWriter, r *http.Request,
@@ -340,24 +392,17 @@ func (h *adminHandler) killSwitchChange(w http.ResponseWriter, r *http.Request,
 		writeError(w, r, h.logger, err)
 		return
 	}
-	seen := make(map[string]bool, len(body.Pods))
-	for _, p := range body.Pods {
-		if err := validatePodName(p); err != nil {
-			writeError(w, r, h.logger, err)
-			return
-		}
-		if seen[p] {
-			writeError(w, r, h.logger, invalid("pods must be distinct, %q repeats", p))
-			return
-		}
-		seen[p] = true
+	pods, err := body.targets()
+	if err != nil {
+		writeError(w, r, h.logger, err)
+		return
 	}
 	ch, err := body.change(r)
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	st, err := fn(r.Context(), body.Pods, ch)
+	st, err := fn(r.Context(), pods, ch)
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return

@@ -114,10 +114,10 @@ func TestAdminRoutes(t *testing.T) {
 			}},
 		{name: "SetModeActorFromHeader", rq: req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"shadow","reason":"r"}`, header: map[string]string{"X-Actor": "bob"}},
 			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: "bob", Reason: "r"}, Mode: tandem.ModeShadow}}},
-		{name: "SetModeActorUnknown", rq: req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"redis","reason":"r"}`},
-			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: "unknown", Reason: "r"}, Mode: tandem.ModeRedis}}},
+		{name: "SetModeActorDefaultsToTokenAndAddress", rq: req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"redis","reason":"r"}`},
+			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: defaultActor, Reason: "r"}, Mode: tandem.ModeRedis}}},
 		{name: "SetModeDryRun", rq: req{method: "PUT", target: "/admin/pods/pod-a/mode", body: `{"mode":"mysql","reason":"r","dry_run":true}`},
-			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: "unknown", Reason: "r"}, Mode: tandem.ModeMySQL, DryRun: true}},
+			call: "SetMode", arg: podCall{Pod: "pod-a", Change: tandem.ModeChange{Change: tandem.Change{Actor: defaultActor, Reason: "r"}, Mode: tandem.ModeMySQL, DryRun: true}},
 			check: func(t *testing.T, got map[string]any) {
 				want := map[string]any{"would_apply": false, "failed_gates": []any{"min_comparisons"}, "allowed": []any{}}
 				if !reflect.DeepEqual(got, want) {
@@ -125,7 +125,7 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{name: "EngageAll", rq: req{method: "POST", target: "/admin/killswitch", body: `{"reason":"mysql down"}`},
-			call: "EngageKillSwitch", arg: podCall{Change: tandem.Change{Actor: "unknown", Reason: "mysql down"}},
+			call: "EngageKillSwitch", arg: podCall{Change: tandem.Change{Actor: defaultActor, Reason: "mysql down"}},
 			check: func(t *testing.T, got map[string]any) {
 				refused := got["refused"].([]any)
 				if got["engaged"] != true || len(refused) != 1 || got["since"] == nil {
@@ -133,9 +133,9 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{name: "EngagePods", rq: req{method: "POST", target: "/admin/killswitch", body: `{"reason":"r","pods":["pod-a","pod-b"]}`},
-			call: "EngageKillSwitch", arg: podCall{Pod: "pod-a,pod-b", Change: tandem.Change{Actor: "unknown", Reason: "r"}}},
+			call: "EngageKillSwitch", arg: podCall{Pod: "pod-a,pod-b", Change: tandem.Change{Actor: defaultActor, Reason: "r"}}},
 		{name: "Disengage", rq: req{method: "DELETE", target: "/admin/killswitch", body: `{"reason":"fixed","pods":["pod-a"]}`},
-			call: "DisengageKillSwitch", arg: podCall{Pod: "pod-a", Change: tandem.Change{Actor: "unknown", Reason: "fixed"}},
+			call: "DisengageKillSwitch", arg: podCall{Pod: "pod-a", Change: tandem.Change{Actor: defaultActor, Reason: "fixed"}},
 			check: func(t *testing.T, got map[string]any) {
 				if got["engaged"] != false || got["pods"] == nil {
 					t.Fatalf("got %v, want disengaged with pods []", got)
@@ -158,14 +158,14 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{name: "Audit", rq: req{method: "POST", target: "/admin/pods/pod-a/audit", body: `{"reason":"before flip"}`},
-			call: "Audit", arg: podCall{Pod: "pod-a", Change: tandem.Change{Actor: "unknown", Reason: "before flip"}},
+			call: "Audit", arg: podCall{Pod: "pod-a", Change: tandem.Change{Actor: defaultActor, Reason: "before flip"}},
 			check: func(t *testing.T, got map[string]any) {
 				if got["clean"] != true || got["checked"] != 120.0 || got["drifted"] == nil {
 					t.Fatalf("got %v, want clean, 120 checked, drifted []", got)
 				}
 			}},
 		{name: "Resync", rq: req{method: "POST", target: "/admin/pods/pod-a/resync", body: `{"reason":"r","from":"mysql"}`},
-			call: "Resync", arg: podCall{Pod: "pod-a from mysql", Change: tandem.Change{Actor: "unknown", Reason: "r"}},
+			call: "Resync", arg: podCall{Pod: "pod-a from mysql", Change: tandem.Change{Actor: defaultActor, Reason: "r"}},
 			check: func(t *testing.T, got map[string]any) {
 				if want := map[string]any{"pod": "pod-a", "keys_rewritten": 42.0}; !reflect.DeepEqual(got, want) {
 					t.Fatalf("got %v, want %v", got, want)

@@ -414,3 +414,7 @@ func mustJSON(tb testing.TB, w *httptest.ResponseRecorder, status int) map[strin
 	}
 	return m
 }
+
+// defaultActor is the actor of a change that names none, sent with the
+// admin token from httptest's client address.
+const defaultActor = "admin-token@192.0.2.1"

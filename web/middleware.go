@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -9,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/tandemhq/tandem"
 )
@@ -78,16 +81,38 @@ func recoverer(logger *zap.Logger) func(http.Handler) http.Handler {
 	}
 }
 
+// accessInfo collects what the access log says of a request beyond its
+// line: who made a change and with which role. Handlers fill it through
+// the request's context.
+type accessInfo struct {
+	actor string
+	role  Role
+}
+
+type accessKey struct{}
+
+func accessFrom(ctx context.Context) *accessInfo {
+	a, _ := ctx.Value(accessKey{}).(*accessInfo)
+	return a
+}
+
 // instrument records the latency of every request by route pattern and
-// status, and logs it at debug level (never with its headers: they may
-// hold tokens).
+// status. It writes the admin API's access log at info level (method,
+// route, status, duration, actor and role) and the checkout API's at debug
+// level; never with the headers, which may hold tokens.
 func instrument(api string, m *Metrics, logger *zap.Logger) func(http.Handler) http.Handler {
+	level := zapcore.DebugLevel
+	if api == "admin" {
+		level = zapcore.InfoLevel
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			inFlight := m.inFlight.WithLabelValues(api)
 			inFlight.Inc()
+			info := &accessInfo{}
+			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, info))
 			defer func() {
 				inFlight.Dec()
 				status := ww.Status()
@@ -100,17 +125,37 @@ func instrument(api string, m *Metrics, logger *zap.Logger) func(http.Handler) h
 				}
 				d := time.Since(start)
 				m.requestDuration.WithLabelValues(api, r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
-				logger.Debug("request",
+				ce := logger.Check(level, "request")
+				if ce == nil {
+					return
+				}
+				actor := info.actor
+				if actor == "" {
+					actor = plainActor(r.Header.Get("X-Actor"))
+				}
+				ce.Write(
 					zap.String("api", api),
 					zap.String("request_id", middleware.GetReqID(r.Context())),
 					zap.String("method", r.Method),
 					zap.String("route", route),
 					zap.Int("status", status),
-					zap.Duration("duration", d))
+					zap.Duration("duration", d),
+					zap.String("actor", actor),
+					zap.String("role", string(info.role)),
+					zap.String("remote", r.RemoteAddr))
 			}()
 			next.ServeHTTP(ww, r)
 		})
 	}
+}
+
+// plainActor bounds an X-Actor header for the log.
+func plainActor(s string) string {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return ""
+	}
+	return truncate(s, MaxActorLen)
 }
 
 // bearerAuth requires "Authorization: Bearer <token>", compared in

@@ -88,9 +88,9 @@ func TestPlanRoutes(t *testing.T) {
 		{name: "BodyActorBeatsHeader", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"alice"}`, header: map[string]string{"X-Actor": "bob"}},
 			call: "StartPlan", arg: tandem.Change{Actor: "alice", Reason: "r"}, wantPhase: "running"},
 		{name: "Pause", rq: req{method: "POST", target: "/admin/plan/pause", body: `{"reason":"peak hours"}`},
-			call: "PausePlan", arg: tandem.Change{Actor: "unknown", Reason: "peak hours"}, wantPhase: "paused"},
+			call: "PausePlan", arg: tandem.Change{Actor: defaultActor, Reason: "peak hours"}, wantPhase: "paused"},
 		{name: "Abort", rq: req{method: "POST", target: "/admin/plan/abort", body: `{"reason":"divergences on pod-b"}`},
-			call: "AbortPlan", arg: tandem.Change{Actor: "unknown", Reason: "divergences on pod-b"}, wantPhase: "aborted"},
+			call: "AbortPlan", arg: tandem.Change{Actor: defaultActor, Reason: "divergences on pod-b"}, wantPhase: "aborted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, p := newPlanAdmin(t)

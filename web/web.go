@@ -31,6 +31,7 @@ const MaxBodyBytes = 64 << 10
 var codes = map[string]int{
 	tandem.EINVALID:              http.StatusBadRequest,
 	tandem.EUNAUTHORIZED:         http.StatusUnauthorized,
+	tandem.EFORBIDDEN:            http.StatusForbidden,
 	tandem.ENOTFOUND:             http.StatusNotFound,
 	tandem.EUNKNOWNSHOP:          http.StatusNotFound,
 	tandem.EUNKNOWNPOD:           http.StatusNotFound,

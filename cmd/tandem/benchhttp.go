@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tandemhq/tandem"
@@ -310,7 +309,7 @@ func (s *benchServers) start(ctx context.Context, adminToken string, w io.Writer
 	m.AdminToken = adminToken
 	m.InstanceID = "bench-" + randomHex(4)
 	m.Stdout, m.Stderr = io.Discard, w
-	m.Logger = newLogger("console", w).WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	m.Logger = newLogger("console", zapcore.WarnLevel, w)
 	if err := m.Run(ctx); err != nil {
 		return nil, err
 	}

@@ -27,6 +27,9 @@ type Config struct {
 	Rollout     RolloutConfig     `yaml:"rollout"`
 	Shadow      ShadowConfig      `yaml:"shadow"`
 	Pods        []PodConfig       `yaml:"pods"`
+	// MetricsListen, when set, serves /metrics alone, without a token, on
+	// its own address (for a scraper on a private network).
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // ControlConfig locates the control database and the fan-out Redis.
@@ -144,6 +147,11 @@ func (c *Config) Validate() error {
 	for key, addr := range map[string]string{"listen": c.Listen, "admin_listen": c.AdminListen} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return bad(key, "want host:port, got %q", addr)
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return bad("metrics_listen", "want host:port or nothing, got %q", c.MetricsListen)
 		}
 	}
 	if _, err := mysql.ParseDSN(c.Control.MySQLDSN); err != nil || c.Control.MySQLDSN == "" {

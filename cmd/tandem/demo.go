@@ -64,12 +64,66 @@ var demoPods = []struct {
 	{"pod-c", "100-999", "redis"},
 }
 
+// Names the demo uses and no other config does: its databases, its Redis
+// key prefix, and the marker table that says a database is the demo's.
+const (
+	demoDBPrefix    = "tandem_demo_"
+	demoRedisPrefix = "tandem-demo:"
+	demoMarkerTable = "tandem_demo_marker"
+)
+
+// Statements of the demo's set-up. Database names are built from
+// demoDBPrefix and pod names, never from input.
+const (
+	demoDBExistsSQL  = "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?"
+	demoMarkedSQL    = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = '" + demoMarkerTable + "'"
+	demoDropSQL      = "DROP DATABASE `%s`"
+	demoCreateSQL    = "CREATE DATABASE `%s`"
+	demoMarkSQL      = "CREATE TABLE `%s`." + demoMarkerTable + " (created_at DATETIME(6) NOT NULL, note VARCHAR(255) NOT NULL) ENGINE=InnoDB"
+	demoMarkRowSQL   = "INSERT INTO `%s`." + demoMarkerTable + " (created_at, note) VALUES (?, 'created by tandem serve --demo; dropped and recreated at every demo start')"
+	demoKeysPattern  = "*"
+	demoDBNameSuffix = "control"
+)
+
+// demoNames are the names one demo run uses; tests replace them with
+// their own so that they never touch a real demo's.
+type demoNames struct {
+	listen, adminListen string
+	dbPrefix            string
+	redisPrefix         string
+}
+
+var defaultDemoNames = demoNames{
+	listen: "127.0.0.1:8080", adminListen: "127.0.0.1:8081",
+	dbPrefix: demoDBPrefix, redisPrefix: demoRedisPrefix,
+}
+
 // setUpDemo builds the demo config on local stores: MySQL/MariaDB on
 // 127.0.0.1:3306 if it answers, else a throwaway mariadbd under .demo/;
-// Redis on 127.0.0.1:6379 if it answers, else embedded miniredis. The demo
-// databases and Redis keys are recreated at every start.
-// TANDEM_DEMO_SPAWN_MYSQL and TANDEM_DEMO_EMBEDDED_REDIS force the fallbacks.
+// Redis on 127.0.0.1:6379 if it answers, else embedded miniredis.
+// TANDEM_DEMO_SPAWN_MYSQL and TANDEM_DEMO_EMBEDDED_REDIS force the
+// fallbacks. It binds both ports before it touches any data (a second demo
+// fails there, changing nothing), uses its own database names and Redis key
+// prefix, and drops only databases that carry its marker table.
 func (m *Main) setUpDemo(ctx context.Context) error {
+	names := m.demoNames
+	if names == (demoNames{}) {
+		names = defaultDemoNames
+	}
+	if m.listenFlag != "" {
+		names.listen = m.listenFlag
+	}
+	if m.adminListenFlag != "" {
+		names.adminListen = m.adminListenFlag
+	}
+	for _, addr := range []string{names.listen, names.adminListen} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("demo: %s is in use (is another tandem demo or serve running? stop it first); nothing was changed: %w", addr, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(ln.Close))
+		m.bound = append(m.bound, ln)
+	}
 	m.demo = &demoEnv{}
 	mysqlAddr := "127.0.0.1:3306"
 	if os.Getenv("TANDEM_DEMO_SPAWN_MYSQL") != "" || !answers(mysqlAddr) {
@@ -94,32 +148,24 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 		c.User, c.Net, c.Addr, c.DBName = "root", "tcp", mysqlAddr, db
 		return c.FormatDSN()
 	}
-	root, err := sql.Open("mysql", dsn(""))
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	dbs := []string{"tandem_demo_control"}
+	dbs := []string{names.dbPrefix + demoDBNameSuffix}
 	for _, p := range demoPods {
-		dbs = append(dbs, "tandem_demo_"+p.name[len("pod-"):])
+		dbs = append(dbs, names.dbPrefix+p.name[len("pod-"):])
 	}
-	for _, db := range dbs {
-		if _, err := root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
-			return fmt.Errorf("demo: MySQL at %s: %w", mysqlAddr, err)
-		}
+	if err := resetDemoDatabases(ctx, dsn(""), dbs); err != nil {
+		return fmt.Errorf("demo: MySQL at %s: %w", mysqlAddr, err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	for _, pattern := range []string{"tandem:pod-*", "tandem:control:*"} {
-		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Unlink(ctx, iter.Val())
-		}
+	iter := rdb.Scan(ctx, 0, names.redisPrefix+demoKeysPattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Unlink(ctx, iter.Val())
 	}
 	cfg := DefaultConfig()
-	cfg.Listen, cfg.AdminListen = m.Config.Listen, m.Config.AdminListen // the defaults, or --listen, --admin-listen
+	cfg.Listen, cfg.AdminListen = m.bound[0].Addr().String(), m.bound[1].Addr().String()
 	cfg.Control.MySQLDSN = dsn(dbs[0])
 	cfg.Control.RedisAddr = redisAddr
+	cfg.Control.RedisPrefix = names.redisPrefix + "control:"
 	cfg.Reservation.DefaultTTL = time.Minute
 	cfg.Rollout.GateMinComparisons = 200
 	cfg.Rollout.GateWindow = 5 * time.Minute
@@ -129,6 +175,7 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 		cfg.Pods = append(cfg.Pods, PodConfig{
 			Name: p.name, Shops: []string{p.shops}, Mode: p.mode,
 			MySQLDSN: dsn(dbs[i+1]), RedisAddr: redisAddr, RedisDB: 0, MySQLMaxOpenConns: 16,
+			RedisPrefix: names.redisPrefix + p.name + ":",
 		})
 	}
 	if err := cfg.Validate(); err != nil {
@@ -139,6 +186,50 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 		m.AdminToken = randomHex(16)
 		fmt.Fprintf(m.Stdout, "\n  tandem demo: admin token %s\n  dashboard:   http://%s/  (paste the token)\n  tandemctl:   TANDEM_ADMIN_TOKEN=%s go run ./cmd/tandemctl pods\n\n",
 			m.AdminToken, cfg.AdminListen, m.AdminToken)
+	}
+	return nil
+}
+
+// resetDemoDatabases drops and recreates the demo's databases, each with
+// its marker table. A database of one of those names without the marker
+// is someone else's: it refuses before dropping anything.
+func resetDemoDatabases(ctx context.Context, rootDSN string, dbs []string) error {
+	root, err := sql.Open("mysql", rootDSN)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	exists := make([]bool, len(dbs))
+	for i, db := range dbs {
+		var n, marked int
+		if err := root.QueryRowContext(ctx, demoDBExistsSQL, db).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		if err := root.QueryRowContext(ctx, demoMarkedSQL, db).Scan(&marked); err != nil {
+			return err
+		}
+		if marked == 0 {
+			return fmt.Errorf("database %s exists and is not the demo's (it has no %s table); the demo drops only its own databases: nothing was changed", db, demoMarkerTable)
+		}
+		exists[i] = true
+	}
+	for i, db := range dbs {
+		if exists[i] {
+			if _, err := root.ExecContext(ctx, fmt.Sprintf(demoDropSQL, db)); err != nil {
+				return err
+			}
+		}
+		for _, q := range []string{demoCreateSQL, demoMarkSQL} {
+			if _, err := root.ExecContext(ctx, fmt.Sprintf(q, db)); err != nil {
+				return err
+			}
+		}
+		if _, err := root.ExecContext(ctx, fmt.Sprintf(demoMarkRowSQL, db), time.Now().UTC()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	main "github.com/tandemhq/tandem/cmd/tandem"
+
 	"github.com/tandemhq/tandem/internal/browsertest"
 	"github.com/tandemhq/tandem/internal/testenv"
 )
@@ -46,6 +48,10 @@ func TestE2EDashboard(t *testing.T) {
 			}
 			b.WaitFor(`document.querySelector("#error-banner").hidden`)
 			b.WaitFor(fmt.Sprintf(`document.querySelector("#instances").textContent.includes(%q)`, in.Main.InstanceID))
+			b.WaitFor(`document.querySelector("#token-role").dataset.role === "admin"`)
+			if got := b.Text("#token-role"); got != "admin token" {
+				t.Errorf("got token role %q, want admin token", got)
+			}
 		}},
 		{"ModeDialogFlipsRedisToShadow", func(t *testing.T) {
 			b.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-pod=%q] [data-action="mode"]`, podB))))
@@ -120,5 +126,40 @@ func TestE2EDashboard(t *testing.T) {
 		if !t.Run(s.name, func(t *testing.T) { b.T = t; s.run(t) }) {
 			return // later steps build on this one
 		}
+	}
+}
+
+// TestE2EDashboardViewer: with the viewer token the page shows every view,
+// says it holds the viewer token and shows no control that changes
+// anything.
+func TestE2EDashboardViewer(t *testing.T) {
+	testenv.RequireIntegration(t)
+	cfg, _ := MustConfig(t)
+	in := MustRunMain(t, cfg, func(m *main.Main) { m.ViewerToken = e2eViewerToken })
+	podA := cfg.Pods[0].Name
+
+	b := browsertest.MustOpen(t, in.AdminURL+"/")
+	b.Do(chromedp.WaitVisible(chromedp.CSS("#token-input")))
+	b.Do(chromedp.SendKeys(chromedp.CSS("#token-input"), e2eViewerToken), chromedp.Click(chromedp.CSS("#token-save")))
+	b.WaitFor(fmt.Sprintf(`document.querySelector('[data-pod=%q] [data-field="mode"]')?.textContent === "shadow"`, podA))
+	b.WaitFor(`document.querySelector("#token-role").dataset.role === "viewer"`)
+	b.WaitFor(`document.querySelector("#error-banner").hidden`)
+	if got := b.Text("#token-role"); got != "viewer token (read-only)" {
+		t.Errorf("got token role %q, want viewer token (read-only)", got)
+	}
+	b.WaitFor(fmt.Sprintf(`document.querySelector("#instances").textContent.includes(%q)`, in.Main.InstanceID))
+	hidden := func(sel string) string {
+		return fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).every((e) => getComputedStyle(e).display === "none")`, sel)
+	}
+	for _, sel := range []string{"#killswitch-engage", "#killswitch-disengage", `[data-action="mode"]`, `[data-action="audit"]`, `[data-field="select"]`} {
+		if n := browsertest.Eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)); n == 0 {
+			t.Errorf("got no %s on the page, want it there but hidden", sel)
+		}
+		if !browsertest.Eval[bool](b, hidden(sel)) {
+			t.Errorf("got %s shown to a viewer, want it hidden", sel)
+		}
+	}
+	if !browsertest.Eval[bool](b, `getComputedStyle(document.querySelector('[data-testid="viewer-note"]')).display !== "none"`) {
+		t.Errorf("got no read-only note for the viewer")
 	}
 }

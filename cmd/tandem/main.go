@@ -17,7 +17,7 @@ import (
 )
 
 const usage = `usage:
-  tandem serve [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--demo-traffic] [--log-format json|console]
+  tandem serve [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--demo-traffic] [--log-format json|console] [--log-level debug|info|warn|error]
   tandem migrate --config FILE
   tandem bench engine [--stores redis,mysql,naive] [--items 1] [--cart-size 1] [--concurrency 1,8,32,128]
                       [--duration 8s] [--mysql-latency 0] [--mysql-dsn DSN] [--redis-addr ADDR] [--json]

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
@@ -34,23 +34,39 @@ import (
 // run it in-process (NewMain, set Config, Run, Close).
 type Main struct {
 	Config Config
-	// AdminToken and APIToken come from TANDEM_ADMIN_TOKEN and
-	// TANDEM_API_TOKEN; the admin token is required.
-	AdminToken string
-	APIToken   string
+	// AdminToken, ViewerToken and APIToken come from TANDEM_ADMIN_TOKEN,
+	// TANDEM_VIEWER_TOKEN and TANDEM_API_TOKEN; the admin token is
+	// required, the viewer token (read-only admin access) is optional.
+	AdminToken  string
+	ViewerToken string
+	APIToken    string
 	// InstanceID names this instance in GET /admin/instances.
 	InstanceID string
 	// Demo runs the demo: built-in config, local or embedded stores.
 	Demo        bool
 	DemoTraffic bool
 	LogFormat   string
-	Logger      *zap.Logger
-	Stdout      io.Writer
-	Stderr      io.Writer
+	// LogLevel is debug, info (default), warn or error.
+	LogLevel string
+	Logger   *zap.Logger
+	Stdout   io.Writer
+	Stderr   io.Writer
 
-	// CheckoutAddr and AdminAddr are the bound addresses, set by Run.
+	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
+	// the bound addresses, set by Run.
 	CheckoutAddr string
 	AdminAddr    string
+	MetricsAddr  string
+
+	// demoNames are the demo's ports, database names and key prefix;
+	// zero takes defaultDemoNames.
+	demoNames demoNames
+	// bound holds the checkout and admin listeners the demo bound before
+	// touching any data; Run serves on them.
+	bound []net.Listener
+	// listenFlag and adminListenFlag are --listen and --admin-listen, which
+	// override the demo's addresses too.
+	listenFlag, adminListenFlag string
 
 	registry *prometheus.Registry
 	control  *mysqlres.ControlStore
@@ -62,6 +78,10 @@ type Main struct {
 	pods     []*podRuntime
 	servers  []*http.Server
 	demo     *demoEnv
+
+	// readyState is each dependency's state at the last /readyz.
+	readyMu    sync.Mutex
+	readyState map[string]string
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -92,6 +112,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	adminListen := fs.String("admin-listen", "", "admin API and dashboard address `ADDR` (host:port), overriding the config's admin_listen and the demo's 127.0.0.1:8081")
 	traffic := fs.Bool("demo-traffic", false, "play demo checkouts across the pods (on by default in the demo)")
 	format := fs.String("log-format", "", "json or console (default: json, console in the demo)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseArgs(fs, args, serveSynopsis, serveSummary, m.Stdout); err != nil {
 		return err
 	}
@@ -101,6 +122,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 	}
 	m.AdminToken, m.APIToken = getenv("TANDEM_ADMIN_TOKEN"), getenv("TANDEM_API_TOKEN")
+	m.ViewerToken = getenv("TANDEM_VIEWER_TOKEN")
 	m.DemoTraffic = *traffic
 	if *path == "" {
 		m.Demo, m.DemoTraffic, m.LogFormat = true, true, "console"
@@ -118,11 +140,15 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	// The demo builds its config from these two (setUpDemo).
 	if *listen != "" {
-		m.Config.Listen = *listen
+		m.Config.Listen, m.listenFlag = *listen, *listen
 	}
 	if *adminListen != "" {
-		m.Config.AdminListen = *adminListen
+		m.Config.AdminListen, m.adminListenFlag = *adminListen, *adminListen
 	}
+	if _, err := parseLogLevel(*level); err != nil {
+		return err
+	}
+	m.LogLevel = *level
 	if *format != "" {
 		if *format != "json" && *format != "console" {
 			return &usageError{msg: "serve: --log-format must be json or console", command: "tandem serve", synopsis: serveSynopsis}
@@ -130,16 +156,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		m.LogFormat = *format
 	}
 	return nil
-}
-
-func newLogger(format string, w io.Writer) *zap.Logger {
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	if format == "console" {
-		cfg := zap.NewDevelopmentEncoderConfig()
-		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-		enc = zapcore.NewConsoleEncoder(cfg)
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel))
 }
 
 func randomHex(n int) string {
@@ -152,8 +168,13 @@ func randomHex(n int) string {
 // stops them.
 func (m *Main) Run(ctx context.Context) (err error) {
 	if m.Logger == nil {
-		m.Logger = newLogger(m.LogFormat, m.Stderr)
+		level, err := parseLogLevel(m.LogLevel)
+		if err != nil {
+			return err
+		}
+		m.Logger = newLogger(m.LogFormat, level, m.Stderr)
 	}
+	routeDriverLogs(m.Logger)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -168,6 +189,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.AdminToken == "" {
 		return errors.New("serve: TANDEM_ADMIN_TOKEN is required (the admin API never runs without a token)")
 	}
+	if m.ViewerToken != "" && m.ViewerToken == m.AdminToken {
+		return errors.New("serve: TANDEM_VIEWER_TOKEN must differ from TANDEM_ADMIN_TOKEN (the viewer token is read-only)")
+	}
 	if m.InstanceID == "" {
 		host, _ := os.Hostname()
 		m.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
@@ -178,17 +202,28 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Bind both listeners first: a taken port fails fast, and the instance
 	// registers the address it really serves on (also with port 0).
-	checkoutLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	var checkoutLn, adminLn net.Listener
+	if len(m.bound) == 2 {
+		checkoutLn, adminLn = m.bound[0], m.bound[1]
+	} else {
+		if checkoutLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
+		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	}
-	m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
-	adminLn, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
-	}
-	m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	m.CheckoutAddr, m.AdminAddr = checkoutLn.Addr().String(), adminLn.Addr().String()
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return fmt.Errorf("listen %s (metrics_listen): %w", cfg.MetricsListen, err)
+		}
+		m.closers = append(m.closers, ignoreClosed(metricsLn.Close))
+		m.MetricsAddr = metricsLn.Addr().String()
+	}
 
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
 	m.control = mysqlres.NewControlStore(cfg.Control.MySQLDSN)
@@ -219,11 +254,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
 		},
 		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr,
-		OnError: onError("rollout"),
+		OnError: onError("rollout"), OnChange: logControlAction(m.Logger),
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
-		Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
+		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
+		OnChange: logControlAction(m.Logger),
+		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
+			for _, e := range entries {
+				m.Logger.Warn("kill switch written back into a record that had lost it",
+					zap.String("record", record), zap.String("pod", e.Pod), zap.Time("engaged_at", e.At),
+					zap.String("actor", e.Actor), zap.String("reason", e.Reason))
+			}
+		},
 	}
 	m.ctl.Switch = m.sw
 
@@ -263,10 +306,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
-	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, Ready: m.ready, Gatherer: m.registry,
-		Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
+	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
+	if metricsLn != nil {
+		m.serve(metricsLn, admin.MetricsHandler())
+	}
 	m.Logger.Info("tandem serving", zap.String("checkout", m.CheckoutAddr), zap.String("admin", m.AdminAddr),
 		zap.String("instance", m.InstanceID), zap.Int("pods", len(m.pods)))
 	if m.DemoTraffic {
@@ -403,28 +449,57 @@ func ignoreClosed(close func() error) func() error {
 }
 
 // ready reports every dependency; it fails when the control database or
-// the source of truth of any pod is down.
+// the source of truth of any pod is down, or when a database lacks the
+// schema this binary needs (a migration not applied, a table missing).
+// Each change of a dependency's state is logged once.
 func (m *Main) ready(ctx context.Context) (bool, map[string]string) {
 	deps := map[string]string{}
 	ok := true
 	check := func(name string, err error, critical bool) {
-		if err == nil {
-			deps[name] = "ok"
-			return
+		state := "ok"
+		if err != nil {
+			state = "down"
+			if msg := tandem.ErrorMessage(err); strings.HasPrefix(msg, "schema: ") {
+				// A schema this binary cannot use is a deployment error,
+				// not an outage: never ready, shadow store or not.
+				state, critical = msg, true
+			}
+			if critical {
+				ok = false
+			}
 		}
-		deps[name] = "down"
-		if critical {
-			ok = false
-		}
+		deps[name] = state
+		m.readyChanged(name, state, critical)
 	}
-	check("control_mysql", m.control.Ping(ctx), true)
+	check("control_mysql", m.control.CheckSchema(ctx), true)
 	check("control_redis", m.ctlRedis.Ping(ctx).Err(), true)
 	for _, p := range m.pods {
 		sot := p.router.Mode().SourceOfTruth()
-		check(p.cfg.Name+"_mysql", p.mysql.DB().PingContext(ctx), sot == tandem.StoreMySQL)
+		check(p.cfg.Name+"_mysql", p.mysql.CheckSchema(ctx), sot == tandem.StoreMySQL)
 		check(p.cfg.Name+"_redis", p.rdb.Ping(ctx).Err(), sot == tandem.StoreRedis)
 	}
 	return ok, deps
+}
+
+// readyChanged logs a dependency's readiness when it differs from the last
+// check's, so that a probe every few seconds does not flood the log.
+func (m *Main) readyChanged(name, state string, critical bool) {
+	m.readyMu.Lock()
+	last, seen := m.readyState[name]
+	if m.readyState == nil {
+		m.readyState = map[string]string{}
+	}
+	m.readyState[name] = state
+	m.readyMu.Unlock()
+	if seen && last == state || !seen && state == "ok" {
+		return
+	}
+	if state == "ok" {
+		m.Logger.Info("dependency ready", zap.String("dependency", name), zap.String("was", last))
+		return
+	}
+	m.Logger.Warn("dependency not ready", zap.String("dependency", name), zap.String("state", state),
+		zap.Bool("fails_readiness", critical))
 }
 
 // Close stops accepting, drains in-flight requests, stops the loops and

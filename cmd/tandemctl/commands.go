@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,10 +19,10 @@ var commands = []*command{
 		summary: "list the pods, or show one with each gate against its threshold", setup: podsCmd},
 	{name: "mode", usage: "mode POD MODE --reason R [--force] [--dry-run]",
 		summary: "move a pod to redis|shadow|mysql|mysql_only", setup: modeCmd},
-	{name: "kill", usage: "kill [--pods a,b] --reason R",
-		summary: "engage the kill switch (Redis answers); default all pods", setup: killSwitchCmd(http.MethodPost)},
-	{name: "unkill", usage: "unkill [--pods a,b] --reason R",
-		summary: "disengage the kill switch; default all pods", setup: killSwitchCmd(http.MethodDelete)},
+	{name: "kill", usage: "kill (--pods a,b | --all) --reason R",
+		summary: "engage the kill switch of the pods (Redis answers)", setup: killSwitchCmd(http.MethodPost)},
+	{name: "unkill", usage: "unkill (--pods a,b | --all) --reason R",
+		summary: "disengage the kill switch of the pods", setup: killSwitchCmd(http.MethodDelete)},
 	{name: "killswitch", usage: "killswitch",
 		summary: "show the kill switch", setup: showKillSwitchCmd},
 	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--limit N]",
@@ -137,11 +138,14 @@ type killRequest struct {
 	Pods   []string `json:"pods,omitempty"`
 }
 
-// killSwitchCmd engages (POST) or disengages (DELETE) the kill switch.
+// killSwitchCmd engages (POST) or disengages (DELETE) the kill switch of
+// the pods named with --pods, or of every pod with --all: the targets are
+// always explicit, so that a forgotten flag never reaches the whole fleet.
 func killSwitchCmd(method string) func(fs *flag.FlagSet) runFunc {
 	return func(fs *flag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why (required; written to the audit log)")
-		pods := fs.String("pods", "", "comma-separated pods (default: all pods)")
+		pods := fs.String("pods", "", "comma-separated pods (this or --all is required)")
+		all := fs.Bool("all", false, "every pod (this or --pods is required)")
 		return func(ctx context.Context, c *client, args []string) error {
 			if len(args) != 0 {
 				return usagef("unexpected argument %q (name pods with --pods a,b)", args[0])
@@ -149,11 +153,21 @@ func killSwitchCmd(method string) func(fs *flag.FlagSet) runFunc {
 			if *reason == "" {
 				return usagef("--reason is required")
 			}
+			podsSet := false
+			fs.Visit(func(f *flag.Flag) { podsSet = podsSet || f.Name == "pods" })
 			body := killRequest{Reason: *reason}
-			if *pods != "" {
-				if body.Pods = splitList(*pods); len(body.Pods) == 0 {
-					return usagef("--pods names no pod")
+			switch {
+			case podsSet && *all:
+				return usagef("--pods and --all exclude each other")
+			case *all:
+			case podsSet:
+				names, err := parsePods(*pods)
+				if err != nil {
+					return err
 				}
+				body.Pods = names
+			default:
+				return usagef("name the pods with --pods a,b, or --all for every pod")
 			}
 			var st tandem.KillSwitchState
 			show, err := c.call(ctx, method, "/admin/killswitch", nil, body, &st)
@@ -354,13 +368,23 @@ func setLimit(q url.Values, limit int) error {
 	return nil
 }
 
-// splitList splits "a, b,,c" into [a b c].
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
+// parsePods splits the value of --pods ("a,b" or "a, b"): it must name at
+// least one pod, with no empty name ("a,,b") and none twice.
+func parsePods(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" || strings.Trim(s, ", \t") == "" {
+		return nil, usagef("--pods names no pod")
 	}
-	return out
+	parts := strings.Split(s, ",")
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, usagef("--pods %q holds an empty name", s)
+		}
+		if slices.Contains(out, p) {
+			return nil, usagef("--pods names %q twice", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

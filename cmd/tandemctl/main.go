@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,10 @@ type Main struct {
 	Stderr io.Writer
 	// HTTPClient makes the requests; it must have a timeout.
 	HTTPClient *http.Client
+	// OSUser and Hostname name the actor when neither --actor nor $USER
+	// does (the OS account, then the machine); nil or "" skips them.
+	OSUser   func() string
+	Hostname func() string
 }
 
 // NewMain returns a Main wired to the process's environment and streams,
@@ -65,7 +70,36 @@ func NewMain() *Main {
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
 		HTTPClient: &http.Client{Timeout: DefaultTimeout},
+		OSUser: func() string {
+			u, err := user.Current()
+			if err != nil {
+				return ""
+			}
+			return u.Username
+		},
+		Hostname: func() string {
+			h, _ := os.Hostname()
+			return h
+		},
 	}
+}
+
+// defaultActor names who makes a change when --actor does not: $USER,
+// else the OS account, else the host name, so that the audit log always
+// says who.
+func (m *Main) defaultActor() string {
+	if u := strings.TrimSpace(m.Env("USER")); u != "" {
+		return u
+	}
+	for _, f := range []func() string{m.OSUser, m.Hostname} {
+		if f == nil {
+			continue
+		}
+		if v := strings.TrimSpace(f()); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // globals are the flags that every command accepts, before or after its name.
@@ -77,7 +111,7 @@ type globals struct {
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.json, "json", g.json, "print the raw JSON answer")
-	fs.StringVar(&g.actor, "actor", g.actor, "who makes the change, sent as X-Actor (default $USER)")
+	fs.StringVar(&g.actor, "actor", g.actor, "who makes the change, sent as X-Actor (default $USER, else the OS user, else the host name)")
 	fs.StringVar(&g.url, "url", g.url, "admin API base URL (overrides $TANDEM_ADMIN_URL)")
 }
 
@@ -112,7 +146,7 @@ type runFunc func(ctx context.Context, c *client, args []string) error
 // Run runs the command line args (without the program name) and returns the
 // exit code.
 func (m *Main) Run(ctx context.Context, args []string) int {
-	g := &globals{actor: m.Env("USER"), url: m.Env("TANDEM_ADMIN_URL")}
+	g := &globals{actor: m.defaultActor(), url: m.Env("TANDEM_ADMIN_URL")}
 	if g.url == "" {
 		g.url = DefaultURL
 	}
@@ -156,8 +190,13 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 
 	token := m.Env("TANDEM_ADMIN_TOKEN")
+	if token == "" {
+		// A read-only operator holds the viewer token only; changes are
+		// then refused by the server (403 forbidden).
+		token = m.Env("TANDEM_VIEWER_TOKEN")
+	}
 	if token == "" && !cmd.local {
-		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set", usage: cmd.usage})
+		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set (or TANDEM_VIEWER_TOKEN, read-only)", usage: cmd.usage})
 	}
 	c := &client{
 		base:   strings.TrimRight(g.url, "/"),
@@ -229,12 +268,13 @@ commands:
 	fmt.Fprint(w, `
 global flags (before or after the command):
   --json         print the raw JSON answer instead of a table
-  --actor NAME   who makes the change, sent as X-Actor (default $USER)
+  --actor NAME   who makes the change, sent as X-Actor (default $USER, else the OS user, else the host name)
   --url URL      admin API base URL (default $TANDEM_ADMIN_URL or `+DefaultURL+`)
 
 environment:
   TANDEM_ADMIN_URL    admin API base URL
-  TANDEM_ADMIN_TOKEN  admin token, sent as a bearer token (required)
+  TANDEM_ADMIN_TOKEN  admin token, sent as a bearer token (required for changes)
+  TANDEM_VIEWER_TOKEN read-only token, used when TANDEM_ADMIN_TOKEN is unset
 
 exit codes: 0 ok, 1 refused, not found or any API error, 2 usage error,
             3 drift found (audit --fail-on-drift)

@@ -73,6 +73,18 @@ func run(t *testing.T, env map[string]string, args ...string) (int, string, stri
 	return code, stdout.String(), stderr.String()
 }
 
+// runWith is run with changes to the Main before it runs.
+func runWith(t *testing.T, env map[string]string, configure func(*main.Main), args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	m := main.NewMain()
+	m.Env = func(k string) string { return env[k] }
+	m.Stdout, m.Stderr = &stdout, &stderr
+	configure(m)
+	code := m.Run(context.Background(), args)
+	return code, stdout.String(), stderr.String()
+}
+
 func envFor(url string) map[string]string {
 	return map[string]string{"TANDEM_ADMIN_URL": url, "TANDEM_ADMIN_TOKEN": token, "USER": "alice"}
 }
@@ -129,13 +141,13 @@ func TestCommands(t *testing.T) {
 			answer:   `{"error":{"code":"unknown_pod","message":"no pod pod-z","details":{}}}`,
 			wantCode: 1, wantMethod: "PUT", wantPath: "/admin/pods/pod-z/mode",
 			wantBody: map[string]any{"mode": "shadow", "reason": "r"}, wantErr: []string{"unknown_pod: no pod pod-z"}},
-		{name: "KillAllPods", args: []string{"kill", "--reason", "incident 42"}, status: 200, answer: ksAnswer,
+		{name: "KillAllPods", args: []string{"kill", "--all", "--reason", "incident 42"}, status: 200, answer: ksAnswer,
 			wantMethod: "POST", wantPath: "/admin/killswitch", wantBody: map[string]any{"reason": "incident 42"},
 			wantOut: []string{"kill switch: ENGAGED for pod-a,pod-b", "incident 42"}},
 		{name: "KillSomePods", args: []string{"kill", "--pods", "pod-a, pod-b", "--reason", "incident 42"}, status: 200, answer: ksAnswer,
 			wantMethod: "POST", wantPath: "/admin/killswitch",
 			wantBody: map[string]any{"reason": "incident 42", "pods": []any{"pod-a", "pod-b"}}},
-		{name: "KillRefusedForMySQLOnly", args: []string{"kill", "--reason", "x"}, status: 200,
+		{name: "KillRefusedForMySQLOnly", args: []string{"kill", "--all", "--reason", "x"}, status: 200,
 			answer:   `{"engaged":true,"pods":["pod-a"],"since":"2026-11-30T10:00:00Z","reason":"x","refused":[{"pod":"pod-c","reason":"mysql_only: Redis is stale"}]}`,
 			wantCode: 1, wantMethod: "POST", wantPath: "/admin/killswitch", wantBody: map[string]any{"reason": "x"},
 			wantOut: []string{"refused:     pod-c: mysql_only: Redis is stale"}, wantErr: []string{"refused: ", "pod-c (mysql_only: Redis is stale)"}},
@@ -238,7 +250,7 @@ func TestJSON(t *testing.T) {
 	})
 	t.Run("FlagAfterTheCommand", func(t *testing.T) {
 		api := newFakeAPI(t, 200, ksAnswer)
-		code, stdout, _ := run(t, envFor(api.URL), "kill", "--reason", "x", "--json")
+		code, stdout, _ := run(t, envFor(api.URL), "kill", "--all", "--reason", "x", "--json")
 		if code != 0 || stdout != ksAnswer+"\n" {
 			t.Errorf("got code %d stdout %q, want 0 and the raw answer", code, stdout)
 		}
@@ -277,15 +289,42 @@ func TestActorAndURL(t *testing.T) {
 			t.Errorf("got X-Actor %q, want bob", got)
 		}
 	})
-	t.Run("NoUSERSendsNoActor", func(t *testing.T) {
+	// Without --actor and $USER the actor is the OS account, then the host
+	// name: the audit log never says "unknown".
+	t.Run("NoUSERFallsBackToOSUserThenHost", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, osUser, host, want string
+		}{
+			{"OSUser", "carol", "box-1", "carol"},
+			{"HostName", "", "box-1", "box-1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				api := newFakeAPI(t, 200, podsAnswer)
+				env := envFor(api.URL)
+				delete(env, "USER")
+				code, _, stderr := runWith(t, env, func(m *main.Main) {
+					m.OSUser = func() string { return tc.osUser }
+					m.Hostname = func() string { return tc.host }
+				}, "pods")
+				if code != 0 {
+					t.Fatalf("got exit code %d (%s), want 0", code, stderr)
+				}
+				if got := api.requests()[0].Actor; got != tc.want {
+					t.Errorf("got X-Actor %q, want %q", got, tc.want)
+				}
+			})
+		}
+	})
+	t.Run("ViewerTokenWhenNoAdminToken", func(t *testing.T) {
 		api := newFakeAPI(t, 200, podsAnswer)
 		env := envFor(api.URL)
-		delete(env, "USER")
+		delete(env, "TANDEM_ADMIN_TOKEN")
+		env["TANDEM_VIEWER_TOKEN"] = "view-only"
 		if code, _, stderr := run(t, env, "pods"); code != 0 {
 			t.Fatalf("got exit code %d (%s), want 0", code, stderr)
 		}
-		if got := api.requests()[0].Actor; got != "" {
-			t.Errorf("got X-Actor %q, want none (the server says unknown)", got)
+		if got := api.requests()[0].Auth; got != "Bearer view-only" {
+			t.Errorf("got Authorization %q, want the viewer token", got)
 		}
 	})
 	t.Run("URLFlagOverridesEnv", func(t *testing.T) {
@@ -326,6 +365,14 @@ func TestUsage(t *testing.T) {
 		{name: "KillPositionalPod", args: []string{"kill", "pod-a", "--reason", "r"}, wantErr: `unexpected argument "pod-a"`},
 		{name: "KillEmptyPods", args: []string{"kill", "--pods", " , ", "--reason", "r"}, wantErr: "--pods names no pod"},
 		{name: "UnkillWithoutReason", args: []string{"unkill", "--pods", "pod-a"}, wantErr: "--reason is required"},
+		{name: "KillWithoutTargets", args: []string{"kill", "--reason", "r"}, wantErr: "--pods a,b, or --all"},
+		{name: "UnkillWithoutTargets", args: []string{"unkill", "--reason", "r"}, wantErr: "--pods a,b, or --all"},
+		{name: "KillPodsEmptyString", args: []string{"kill", "--pods", "", "--reason", "r"}, wantErr: "--pods names no pod"},
+		{name: "KillPodsEmptyName", args: []string{"kill", "--pods", "pod-a,,pod-b", "--reason", "r"}, wantErr: "holds an empty name"},
+		{name: "KillPodsTrailingComma", args: []string{"kill", "--pods", "pod-a,", "--reason", "r"}, wantErr: "holds an empty name"},
+		{name: "KillPodsTwice", args: []string{"kill", "--pods", "pod-a,pod-a", "--reason", "r"}, wantErr: `names "pod-a" twice`},
+		{name: "KillPodsAndAll", args: []string{"kill", "--pods", "pod-a", "--all", "--reason", "r"}, wantErr: "exclude each other"},
+		{name: "UnkillPodsEmptyString", args: []string{"unkill", "--pods=", "--reason", "r"}, wantErr: "--pods names no pod"},
 		{name: "DivergencesNegativeLimit", args: []string{"divergences", "--limit", "-1"}, wantErr: "--limit must be > 0"},
 		{name: "DivergencesBadLimit", args: []string{"divergences", "--limit", "many"}, wantErr: "invalid value"},
 		{name: "AuditWithoutPod", args: []string{"audit"}, wantErr: "audit takes one POD"},

@@ -190,15 +190,15 @@
 
   function createPodRow(p) {
     const tr = el("tr", { "data-pod": p.pod, "data-testid": "pod-" + p.pod });
-    const box = el("input", { type: "checkbox", "data-field": "select", "aria-label": "Select " + p.pod + " for the kill switch" });
+    const box = el("input", { type: "checkbox", class: "change", "data-field": "select", "aria-label": "Select " + p.pod + " for the kill switch" });
     box.addEventListener("change", () => {
       if (box.checked) state.selected.add(p.pod);
       else state.selected.delete(p.pod);
       updateKillSwitchButtons();
     });
-    const modeBtn = el("button", { type: "button", "data-action": "mode", "aria-label": "Change the mode of " + p.pod, text: "Mode…" });
+    const modeBtn = el("button", { type: "button", class: "change", "data-action": "mode", "aria-label": "Change the mode of " + p.pod, text: "Mode…" });
     modeBtn.addEventListener("click", () => openModeDialog(tr.dataset.key));
-    const auditBtn = el("button", { type: "button", class: "secondary", "data-action": "audit", "aria-label": "Run the audit of " + p.pod, text: "Audit…" });
+    const auditBtn = el("button", { type: "button", class: "secondary change", "data-action": "audit", "aria-label": "Run the audit of " + p.pod, text: "Audit…" });
     auditBtn.addEventListener("click", () => openAuditDialog(tr.dataset.key));
     tr.append(
       el("td", {}, box),
@@ -347,6 +347,25 @@
     e.textContent = text;
   }
 
+  // renderRole shows which token the page holds; a viewer's page hides
+  // every control that would change something (the server refuses them
+  // with 403 forbidden anyway).
+  function renderRole(who) {
+    const role = (who && who.role) || "unknown";
+    document.body.dataset.role = role;
+    const badgeEl = $("#token-role");
+    badgeEl.dataset.role = role;
+    badgeEl.className = "badge role-" + role;
+    badgeEl.textContent = role === "viewer" ? "viewer token (read-only)" : role === "admin" ? "admin token" : "";
+    badgeEl.hidden = role !== "viewer" && role !== "admin";
+  }
+
+  // roleUnknown leaves the controls shown when the server cannot say (an
+  // older server without /admin/whoami): the server still decides.
+  function roleUnknown() {
+    renderRole(null);
+  }
+
   // planUnavailable keeps a missing plan (a server without one, or an older
   // server) from failing the whole refresh.
   function planUnavailable(err) {
@@ -375,8 +394,10 @@
       ["/admin/instances", (d) => renderInstances(d.instances || [])],
     ];
     const plan = api("GET", "/admin/plan").then(renderPlan).catch(planUnavailable);
+    const role = api("GET", "/admin/whoami").then(renderRole).catch(roleUnknown);
     const results = await Promise.allSettled(calls.map(([path]) => api("GET", path)));
     await plan;
+    await role;
     let failure = null;
     results.forEach((r, i) => {
       if (r.status === "fulfilled") {
@@ -452,6 +473,7 @@
     renderKillSwitch({ engaged: false });
     $("#plan-state").dataset.phase = "unknown";
     $("#plan-state").textContent = "Unknown";
+    renderRole(null);
     $("#killswitch-state").dataset.engaged = "unknown";
     $("#killswitch-state").textContent = "Unknown";
     state.selected.clear();
