@@ -54,7 +54,7 @@ type Main struct {
 
 	registry *prometheus.Registry
 	control  *mysqlres.ControlStore
-	ctlRedis *redis.Client
+	ctlRedis redis.UniversalClient
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
 	ctl      *rollout.Controller
@@ -75,7 +75,7 @@ type podRuntime struct {
 	cfg    PodConfig
 	mysql  *mysqlres.Store
 	redis  *redisres.Store
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	router *dualwrite.Router
 }
 
@@ -189,7 +189,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("control database: %w", err)
 	}
 	m.closers = append(m.closers, m.control.Close)
-	m.ctlRedis = redis.NewClient(redisOptions(cfg.Control.RedisAddr, cfg.Control.RedisDB))
+	m.ctlRedis = newRedisClient(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster, cfg.Control.RedisDB)
 	m.closers = append(m.closers, m.ctlRedis.Close)
 	onError := func(what string) func(error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
@@ -234,7 +234,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.closers = append(m.closers, m.cmp.Close)
 	if err := m.sw.Open(ctx); err != nil {
-		return fmt.Errorf("kill switch (control Redis %s): %w", cfg.Control.RedisAddr, err)
+		return fmt.Errorf("kill switch (control Redis %s): %w", redisTarget(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster), err)
 	}
 	m.closers = append(m.closers, m.sw.Close)
 	if err := m.ctl.Open(ctx); err != nil {
@@ -265,15 +265,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func redisOptions(addr string, db int) *redis.Options {
-	// Short timeouts: a store that does not answer must fail the request
-	// fast (503), never hang it.
-	return &redis.Options{
-		Addr: addr, DB: db, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond, PoolTimeout: time.Second, MaxRetries: 1, PoolSize: 128,
-	}
-}
-
 func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	cfg := m.Config
 	p := &podRuntime{cfg: pc}
@@ -291,7 +282,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	m.closers = append(m.closers, p.mysql.Close)
-	p.rdb = redis.NewClient(redisOptions(pc.RedisAddr, pc.RedisDB))
+	p.rdb = newRedisClient(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster, pc.RedisDB)
 	m.closers = append(m.closers, p.rdb.Close)
 	p.redis = redisres.NewStore(p.rdb, p.mysql.Ledger())
 	p.redis.Prefix = pc.RedisPrefix
@@ -299,7 +290,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.redis.Logger = p.mysql.Logger
 	p.redis.Registerer = reg
 	if err := p.redis.Open(); err != nil {
-		return nil, fmt.Errorf("redis %s: %w", pc.RedisAddr, err)
+		return nil, fmt.Errorf("redis %s: %w", redisTarget(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster), err)
 	}
 	m.closers = append(m.closers, p.redis.Close)
 	p.router = &dualwrite.Router{
