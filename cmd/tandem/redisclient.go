@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tandemhq/tandem/redisres"
 )
 
 // Timeouts of every Redis client of serve: a store that does not answer
@@ -22,13 +24,17 @@ const (
 // redis.UniversalClient, which is what the stores take.
 func newRedisClient(addr string, addrs []string, cluster bool, db int) redis.UniversalClient {
 	if cluster {
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		return redisres.FollowFailovers(redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, DialTimeout: redisDialTimeout, ReadTimeout: redisIOTimeout,
 			WriteTimeout: redisIOTimeout, PoolTimeout: redisPoolTimeout, MaxRetries: 1, PoolSize: redisPoolSize,
 			// MOVED/ASK and a failover's connection errors are followed
 			// this many times, each within the timeouts above.
 			MaxRedirects: 3,
-		})
+			// The slot map is also re-read as soon as a node stops
+			// answering (FollowFailovers); this bounds how stale it gets
+			// otherwise.
+			ClusterStateReloadInterval: 10 * time.Second,
+		}))
 	}
 	return redis.NewClient(redisOptions(addr, db))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tandemhq/tandem/internal/testenv"
+	"github.com/tandemhq/tandem/redisres"
 )
 
 // Options shape a cluster.
@@ -223,12 +224,13 @@ func (c *Cluster) Addrs() []string {
 // Dir is the cluster's directory (nodes' logs and configs).
 func (c *Cluster) Dir() string { return c.dir }
 
-// NewClient returns a cluster client of this cluster with short timeouts,
-// as tandem serve builds it.
+// NewClient returns a cluster client of this cluster with short timeouts
+// that follows failovers at once, as tandem serve builds it.
 func (c *Cluster) NewClient() *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{
+	return redisres.FollowFailovers(redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: c.Addrs(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
-	})
+		ClusterStateReloadInterval: 10 * time.Second,
+	}))
 }
 
 // MustClient returns a client of the cluster and a fresh key prefix
