@@ -245,9 +245,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	for _, p := range m.pods {
 		m.goLoop(cfg.Reservation.ReaperInterval, p.reap)
-		if cfg.Rollout.AuditInterval > 0 {
-			p := p
-			m.goLoop(cfg.Rollout.AuditInterval, func(ctx context.Context) { m.scheduledAudit(ctx, p) })
+	}
+	if cfg.Rollout.AuditInterval > 0 {
+		if err := m.startAuditSchedule(); err != nil {
+			return err
 		}
 	}
 
@@ -319,18 +320,6 @@ func (p *podRuntime) reap(ctx context.Context) {
 				break
 			}
 		}
-	}
-}
-
-func (m *Main) scheduledAudit(ctx context.Context, p *podRuntime) {
-	a, err := p.router.Audit(ctx)
-	if err != nil {
-		m.Logger.Warn("scheduled audit", zap.String("pod", p.cfg.Name), zap.Error(err))
-		return
-	}
-	m.cmp.RecordAudit(*a)
-	if !a.Clean {
-		m.Logger.Warn("drift audit found drift", zap.String("pod", p.cfg.Name), zap.Int("drifted", len(a.Drifted)))
 	}
 }
 
