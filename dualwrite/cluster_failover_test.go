@@ -10,6 +10,7 @@ import (
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/internal/rediscluster"
+	"github.com/tandemhq/tandem/internal/testenv"
 )
 
 // buyerTally counts what buyers were answered, per operation and code.
@@ -41,6 +42,7 @@ func (b *buyerTally) add(op string, err error, took time.Duration) {
 // reports whatever drift the failover left and a resync from MySQL repairs
 // it: the audit is clean and both stores' invariants hold.
 func TestCluster_FailoverMidTraffic(t *testing.T) {
+	testenv.RequireIntegration(t)
 	c := rediscluster.MustStart(t, rediscluster.Options{Replicas: 1})
 	p := mustOpenClusterPod(t, c, tandem.ModeShadow)
 	ctx := context.Background()

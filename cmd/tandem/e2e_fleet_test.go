@@ -51,6 +51,7 @@ func MustClusterConfig(tb testing.TB, c *rediscluster.Cluster) main.Config {
 // once, and the scheduled audit runs on one instance at a time, which
 // hands over when it stops.
 func TestE2EFleetOnCluster(t *testing.T) {
+	testenv.RequireIntegration(t)
 	c := rediscluster.MustStart(t, rediscluster.Options{})
 	cfg := MustClusterConfig(t, c)
 	fleet := []*Instance{MustRunMain(t, cfg), MustRunMain(t, cfg), MustRunMain(t, cfg)}
