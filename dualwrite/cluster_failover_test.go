@@ -19,6 +19,7 @@ type buyerTally struct {
 	answers map[string]int
 	claimed map[int64]int64 // units whose claim answered claimed, per shop
 	slowest time.Duration
+	lastErr map[string]string // the last error message per operation
 }
 
 func (b *buyerTally) add(op string, err error, took time.Duration) {
@@ -30,6 +31,9 @@ func (b *buyerTally) add(op string, err error, took time.Duration) {
 	}
 	b.answers[op+":"+code]++
 	b.slowest = max(b.slowest, took)
+	if err != nil {
+		b.lastErr[op] = err.Error()
+	}
 }
 
 // TestCluster_FailoverMidTraffic kills a master of the pod's Redis Cluster
@@ -60,7 +64,7 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tally := &buyerTally{answers: map[string]int{}, claimed: map[int64]int64{}}
+	tally := &buyerTally{answers: map[string]int{}, claimed: map[int64]int64{}, lastErr: map[string]string{}}
 	var done atomic.Bool
 	var afterKill atomic.Int64 // operations answered ok on shop 1 after the kill
 	var killed atomic.Bool
@@ -138,7 +142,13 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("replica took over after %s", time.Since(killedAt).Round(time.Millisecond))
-	waitFor(t, "shop 1 served again after the failover", func() bool { return afterKill.Load() >= 5 || t.Failed() })
+	for deadline := time.Now().Add(2 * time.Minute); afterKill.Load() < 5 && !t.Failed(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tally.mu.Lock()
+			defer tally.mu.Unlock()
+			t.Fatalf("shop 1 not served again after the failover: answers %v, last errors %q", tally.answers, tally.lastErr)
+		}
+	}
 	t.Logf("shop 1 served again after %s", time.Since(killedAt).Round(time.Millisecond))
 	done.Store(true)
 	wg.Wait()
