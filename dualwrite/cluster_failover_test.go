@@ -78,7 +78,7 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 			err := op(opCtx)
 			cancel()
 			tally.add(name, err, time.Since(start))
-			if tandem.ErrorCode(err) != tandem.EUNAVAILABLE || attempt == 2000 {
+			if tandem.ErrorCode(err) != tandem.EUNAVAILABLE || attempt == 2000 || done.Load() {
 				return err
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -97,7 +97,7 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 					return err
 				})
 				if err != nil {
-					if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+					if tandem.ErrorCode(err) != tandem.EINSUFFICIENT && !done.Load() {
 						t.Errorf("reserve %s: %v", token, err)
 					}
 					continue
@@ -118,7 +118,7 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 						tally.mu.Unlock()
 					}
 				}
-				if err != nil {
+				if err != nil && !done.Load() {
 					t.Errorf("settle %s: %v", token, err)
 				}
 				ops.Add(1)
@@ -144,6 +144,8 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 	t.Logf("replica took over after %s", time.Since(killedAt).Round(time.Millisecond))
 	for deadline := time.Now().Add(2 * time.Minute); afterKill.Load() < 5 && !t.Failed(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
+			done.Store(true)
+			wg.Wait()
 			tally.mu.Lock()
 			defer tally.mu.Unlock()
 			t.Fatalf("shop 1 not served again after the failover: answers %v, last errors %q", tally.answers, tally.lastErr)
