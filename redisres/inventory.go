@@ -1,6 +1,7 @@
 package redisres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -445,7 +446,9 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (n int,
 			Min: "-inf", Max: strconv.FormatInt(nowMs, 10), Count: int64(count),
 		})
 	}
-	// One round trip finds the shops with due holds.
+	// One round trip finds the shops with due holds. On a Redis Cluster a
+	// master that cannot answer (down, failing over) fails only its own
+	// shops: the others are reaped, and the first error is returned after.
 	first := make([]*redis.StringSliceCmd, len(shops))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, shop := range shops {
@@ -453,10 +456,14 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (n int,
 		}
 		return nil
 	})
+	var failed error
 	if err != nil {
-		return 0, translate("expire", err)
+		failed = translate("expire", err)
 	}
 	for i, shop := range shops {
+		if first[i].Err() != nil {
+			continue
+		}
 		tokens := first[i].Val()
 		seen := map[string]bool{}
 		for n < limit && len(tokens) > 0 {
@@ -471,29 +478,32 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (n int,
 				seen[t] = true
 				ok, err := s.expireOne(ctx, shop, t, nowMs)
 				if err != nil {
-					return n, err
+					failed = cmp.Or(failed, err)
+					tokens = nil
+					break
 				}
 				if ok {
 					n++
 				}
 			}
-			if !fresh || n >= limit {
+			if !fresh || n >= limit || tokens == nil {
 				// Every candidate was seen before: others hold them, or
 				// they are stuck; the next run looks again.
 				break
 			}
 			if tokens, err = due(s.rdb, shop, limit-n).Result(); err != nil {
-				return n, translate("expire", err)
+				failed = cmp.Or(failed, translate("expire", err))
+				break
 			}
 		}
-		if n >= limit {
+		if n >= limit || ctx.Err() != nil {
 			break
 		}
 	}
 	if s.metrics != nil {
 		s.metrics.expired.Add(float64(n))
 	}
-	return n, nil
+	return n, failed
 }
 
 // expireOne expires one due cart and reports whether this call did.

@@ -16,6 +16,15 @@
 //
 // The untagged shops set is written outside the scripts (it lives in another
 // slot); the reaper, ListCounters and the audit use it to find the shops.
+//
+// On a Redis Cluster every script and every MULTI/EXEC touches one shop's
+// keys, hence one slot; reads that span shops are pipelined per master.
+// The shops set is the one key outside every shop's slot. It is written
+// before the counters it announces, so a shop with counters is listed;
+// a failover that loses the newest writes of its master can drop a shop
+// from it, which the drift audit reports (that shop's positions read as
+// missing) and a resync writes back. A master that cannot answer fails
+// the reaper for its own shops only.
 // Terminal carts (claimed, released, expired) are kept for Retention so that
 // retries get the same answer, then Redis drops them.
 //

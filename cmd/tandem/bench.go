@@ -65,7 +65,8 @@ type engineBench struct {
 	duration     time.Duration
 	mysqlLatency time.Duration
 	mysqlDSN     string
-	redisAddr    string
+	redis        benchRedis
+	shops        int
 	poolCap      int
 	maxConns     int
 	json         bool
@@ -93,6 +94,8 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	lat := fs.Duration("mysql-latency", 0, "one-way latency added by an in-process TCP proxy in front of MySQL (emulates a datacenter hop)")
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "MySQL server (a scratch database is created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis server (a scratch key prefix is used and deleted)")
+	rcluster := fs.String("redis-cluster", "", "a Redis Cluster's seed nodes (host:port,...) instead of --redis-addr")
+	shops := fs.Int("shops", 1, "shops the carts are spread over (on a Redis Cluster, each shop is a hash slot)")
 	poolCap := fs.Int("pool-cap", 1000, "unit rows per position in the MySQL engine")
 	maxConns := fs.Int("mysql-max-conns", 64, "connection pool of the mysql engine and of the naive baseline, at most the concurrency (the server's max_connections is shared)")
 	js := fs.Bool("json", false, "print JSON")
@@ -112,7 +115,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		defer pprof.StopCPUProfile()
 	}
 	b := engineBench{items: *items, cartSize: *cartSize, duration: *dur, mysqlLatency: *lat,
-		mysqlDSN: *dsn, redisAddr: *raddr, poolCap: *poolCap, maxConns: *maxConns, json: *js}
+		mysqlDSN: *dsn, redis: newBenchRedis(*raddr, *rcluster), shops: *shops, poolCap: *poolCap, maxConns: *maxConns, json: *js}
 	var err error
 	if b.concurrency, err = parseInts(*conc); err != nil {
 		fmt.Fprintln(stderr, "--concurrency:", err)
@@ -127,8 +130,8 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 			return errUsage
 		}
 	}
-	if b.items < 1 || b.cartSize < 1 || b.duration <= 0 || b.mysqlLatency < 0 || b.maxConns < 1 {
-		fmt.Fprintln(stderr, "--items, --cart-size, --duration and --mysql-max-conns must be positive")
+	if b.items < 1 || b.cartSize < 1 || b.duration <= 0 || b.mysqlLatency < 0 || b.maxConns < 1 || b.shops < 1 {
+		fmt.Fprintln(stderr, "--items, --cart-size, --duration, --shops and --mysql-max-conns must be positive")
 		return errUsage
 	}
 	results, err := b.run(ctx, stderr)
@@ -189,7 +192,8 @@ type benchEnv struct {
 	dbName  string
 	dsn     string // of the scratch database, through the proxy
 	proxy   *faultproxy.Proxy
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
+	redis   benchRedis
 	prefix  string
 	cleanup []func()
 }
@@ -225,20 +229,60 @@ func newBenchEnv(ctx context.Context, b *engineBench) (*benchEnv, error) {
 	cfg.DBName = env.dbName
 	cfg.ParseTime = true
 	env.dsn = cfg.FormatDSN()
-	env.rdb = redis.NewClient(&redis.Options{Addr: b.redisAddr, PoolSize: 256})
+	env.redis = b.redis
+	env.rdb = b.redis.client()
 	if err := env.rdb.Ping(ctx).Err(); err != nil {
+		env.rdb.Close()
 		env.close()
-		return nil, fmt.Errorf("bench needs Redis at %s: %w", b.redisAddr, err)
+		return nil, fmt.Errorf("bench needs Redis at %s: %w", b.redis, err)
 	}
 	env.prefix = fmt.Sprintf("tandem_bench:%d:", time.Now().UnixNano())
 	env.cleanup = append(env.cleanup, func() {
-		iter := env.rdb.Scan(context.Background(), 0, env.prefix+"*", 1000).Iterator()
-		for iter.Next(context.Background()) {
-			env.rdb.Unlink(context.Background(), iter.Val())
-		}
+		deleteRedisPrefix(context.Background(), env.rdb, env.prefix)
 		env.rdb.Close()
 	})
 	return env, nil
+}
+
+// benchRedis is the Redis a bench runs on: one server, or a cluster's
+// seed nodes.
+type benchRedis struct {
+	addr    string
+	cluster []string
+}
+
+func newBenchRedis(addr, cluster string) benchRedis {
+	if cluster == "" {
+		return benchRedis{addr: addr}
+	}
+	return benchRedis{cluster: strings.Split(cluster, ",")}
+}
+
+func (r benchRedis) String() string { return redisTarget(r.addr, r.cluster, len(r.cluster) > 0) }
+
+func (r benchRedis) client() redis.UniversalClient {
+	if len(r.cluster) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.cluster, PoolSize: 256})
+	}
+	return redis.NewClient(&redis.Options{Addr: r.addr, PoolSize: 256})
+}
+
+// deleteRedisPrefix deletes the bench's keys, on every master of a cluster.
+func deleteRedisPrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Unlink(ctx, iter.Val())
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, del)
+		return
+	}
+	if c, ok := rdb.(*redis.Client); ok {
+		_ = del(ctx, c)
+	}
 }
 
 func (e *benchEnv) close() {
@@ -288,7 +332,13 @@ func (b *engineBench) run(ctx context.Context, progress io.Writer) ([]BenchResul
 // cell measures one store at one concurrency on fresh shop ids, then checks
 // the store's invariants.
 func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cellNo, c int) (BenchResult, error) {
-	shop := int64(1000 + cellNo)
+	// Each cell stocks fresh shops: shop(i) for i < b.shops.
+	shop := func(i int) int64 {
+		if b.shops == 1 {
+			return int64(1000 + cellNo)
+		}
+		return int64(100000*(cellNo+1) + i)
+	}
 	res := BenchResult{Suite: "engine", Store: name, Items: b.items, CartSize: b.cartSize, Concurrency: c,
 		MySQLLatencyMS: float64(b.mysqlLatency.Microseconds()) / 1000, MaxConns: min(c, b.maxConns)}
 	var reserve func(ctx context.Context, req tandem.ReserveRequest) error
@@ -301,9 +351,11 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 			return res, err
 		}
 		defer nv.Close()
-		for i := 1; i <= b.items; i++ {
-			if err := nv.stock(ctx, tandem.Key{ShopID: shop, ItemID: int64(i), GroupID: 1}, benchStock); err != nil {
-				return res, err
+		for sh := range b.shops {
+			for i := 1; i <= b.items; i++ {
+				if err := nv.stock(ctx, tandem.Key{ShopID: shop(sh), ItemID: int64(i), GroupID: 1}, benchStock); err != nil {
+					return res, err
+				}
 			}
 		}
 		reserve, check = nv.reserve, nv.check
@@ -331,9 +383,11 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 			defer rs.Close()
 			store, reg = rs, nil
 		}
-		for i := 1; i <= b.items; i++ {
-			if _, err := store.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: int64(i), GroupID: 1}, benchStock); err != nil {
-				return res, err
+		for sh := range b.shops {
+			for i := 1; i <= b.items; i++ {
+				if _, err := store.SetOnHand(ctx, tandem.Key{ShopID: shop(sh), ItemID: int64(i), GroupID: 1}, benchStock); err != nil {
+					return res, err
+				}
 			}
 		}
 		reserve = func(ctx context.Context, req tandem.ReserveRequest) error {
@@ -355,7 +409,8 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 	var firstErr atomic.Pointer[string]
 	lr := loadgen.Closed(ctx, c, b.duration, func(ctx context.Context, w int, seq int64) error {
 		req := tandem.ReserveRequest{
-			CartToken: fmt.Sprintf("b%d-%d-%d", cellNo, w, seq), ShopID: shop, Lines: b.cart(int64(w) + seq*int64(c)),
+			CartToken: fmt.Sprintf("b%d-%d-%d", cellNo, w, seq), ShopID: shop(int((int64(w) + seq*int64(c)) % int64(b.shops))),
+			Lines: b.cart(int64(w) + seq*int64(c)),
 		}
 		err := reserve(ctx, req)
 		if tandem.ErrorCode(err) == tandem.EINSUFFICIENT {

@@ -48,7 +48,7 @@ type httpBench struct {
 	shop        int64
 	pod         string
 	mysqlDSN    string
-	redisAddr   string
+	redis       benchRedis
 	cpuProfile  string
 	json        bool
 }
@@ -81,6 +81,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	pod := fs.String("pod", "", "pod whose mode is set per cell (default: the pod that lists --shop)")
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "in-process: MySQL server (scratch databases are created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "in-process: Redis server (a scratch key prefix is used and deleted)")
+	rcluster := fs.String("redis-cluster", "", "in-process: a Redis Cluster's seed nodes (host:port,...) for the pod and the control plane, instead of --redis-addr")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the measured cells (client and in-process server) to this `FILE`")
 	kill := fs.Int("killswitch", 0, "instead of the load, time N kill switch changes between two in-process instances")
 	js := fs.Bool("json", false, "print JSON")
@@ -92,10 +93,10 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return errUsage
 	}
 	if *kill > 0 {
-		return runBenchKillSwitch(ctx, *dsn, *raddr, *kill, *js, stdout, stderr)
+		return runBenchKillSwitch(ctx, *dsn, newBenchRedis(*raddr, *rcluster), *kill, *js, stdout, stderr)
 	}
 	b := httpBench{configPath: *cfgPath, concurrency: *conc, rate: *rate, duration: *dur, warmup: *warmup,
-		items: *items, cartSize: *cartSize, shop: *shop, pod: *pod, mysqlDSN: *dsn, redisAddr: *raddr,
+		items: *items, cartSize: *cartSize, shop: *shop, pod: *pod, mysqlDSN: *dsn, redis: newBenchRedis(*raddr, *rcluster),
 		cpuProfile: *cpu, json: *js}
 	for _, m := range strings.Split(*modes, ",") {
 		md := tandem.Mode(strings.TrimSpace(m))
@@ -266,8 +267,8 @@ type benchServers struct {
 	cfg Config
 }
 
-func newBenchServers(ctx context.Context, mysqlDSN, redisAddr string, shop int64, mode tandem.Mode) (*benchServers, error) {
-	env, err := newBenchEnv(ctx, &engineBench{mysqlDSN: mysqlDSN, redisAddr: redisAddr})
+func newBenchServers(ctx context.Context, mysqlDSN string, rt benchRedis, shop int64, mode tandem.Mode) (*benchServers, error) {
+	env, err := newBenchEnv(ctx, &engineBench{mysqlDSN: mysqlDSN, redis: rt})
 	if err != nil {
 		return nil, err
 	}
@@ -286,13 +287,14 @@ func newBenchServers(ctx context.Context, mysqlDSN, redisAddr string, shop int64
 	cfg := DefaultConfig()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Control.MySQLDSN = dsn.FormatDSN()
-	cfg.Control.RedisAddr = env.rdb.Options().Addr
+	cluster := len(rt.cluster) > 0
+	cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster = rt.addr, rt.cluster, cluster
 	cfg.Control.RedisPrefix = env.prefix + "control:"
 	// The scheduled audit would land in some cells and not others.
 	cfg.Rollout.AuditInterval = 0
 	cfg.Pods = []PodConfig{{
 		Name: "bench", Shops: []string{fmt.Sprint(shop)}, Mode: string(mode),
-		MySQLDSN: env.dsn, RedisAddr: env.rdb.Options().Addr, RedisPrefix: env.prefix + "bench:",
+		MySQLDSN: env.dsn, RedisAddr: rt.addr, RedisAddrs: rt.cluster, RedisCluster: cluster, RedisPrefix: env.prefix + "bench:",
 	}}
 	if err := cfg.Validate(); err != nil {
 		env.close()
@@ -320,7 +322,7 @@ func (s *benchServers) close() { s.env.close() }
 
 // localTarget starts an in-process server on scratch stores.
 func (b *httpBench) localTarget(ctx context.Context, progress io.Writer) (*benchTarget, error) {
-	srv, err := newBenchServers(ctx, b.mysqlDSN, b.redisAddr, b.shop, tandem.ModeRedis)
+	srv, err := newBenchServers(ctx, b.mysqlDSN, b.redis, b.shop, tandem.ModeRedis)
 	if err != nil {
 		return nil, err
 	}
@@ -699,8 +701,8 @@ type KillSwitchResult struct {
 const killSwitchTimeout = 5 * time.Second
 
 // runBenchKillSwitch is `tandem bench http --killswitch N`.
-func runBenchKillSwitch(ctx context.Context, mysqlDSN, redisAddr string, toggles int, asJSON bool, stdout, stderr io.Writer) error {
-	r, err := benchKillSwitch(ctx, mysqlDSN, redisAddr, toggles, stderr)
+func runBenchKillSwitch(ctx context.Context, mysqlDSN string, rt benchRedis, toggles int, asJSON bool, stdout, stderr io.Writer) error {
+	r, err := benchKillSwitch(ctx, mysqlDSN, rt, toggles, stderr)
 	if err != nil {
 		return err
 	}
@@ -717,9 +719,9 @@ func runBenchKillSwitch(ctx context.Context, mysqlDSN, redisAddr string, toggles
 // benchKillSwitch starts two in-process instances on one control database
 // and Redis, changes the kill switch through the first one's admin API and
 // times until the second one's switch (what its router reads) shows it.
-func benchKillSwitch(ctx context.Context, mysqlDSN, redisAddr string, toggles int, progress io.Writer) (KillSwitchResult, error) {
+func benchKillSwitch(ctx context.Context, mysqlDSN string, rt benchRedis, toggles int, progress io.Writer) (KillSwitchResult, error) {
 	res := KillSwitchResult{Suite: "killswitch", Toggles: toggles}
-	srv, err := newBenchServers(ctx, mysqlDSN, redisAddr, 1, tandem.ModeMySQL)
+	srv, err := newBenchServers(ctx, mysqlDSN, rt, 1, tandem.ModeMySQL)
 	if err != nil {
 		return res, err
 	}

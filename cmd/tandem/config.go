@@ -37,6 +37,10 @@ type ControlConfig struct {
 	MySQLDSN  string `yaml:"mysql_dsn"`
 	RedisAddr string `yaml:"redis_addr"`
 	RedisDB   int    `yaml:"redis_db"`
+	// RedisCluster and RedisAddrs reach a Redis Cluster through its seed
+	// nodes instead of the single Redis at RedisAddr.
+	RedisCluster bool     `yaml:"redis_cluster"`
+	RedisAddrs   []string `yaml:"redis_addrs"`
 	// RedisPrefix starts the kill switch's key and pub/sub channel
 	// (default "tandem:control:"); fleets sharing one Redis need their own.
 	RedisPrefix string `yaml:"redis_prefix"`
@@ -74,6 +78,8 @@ type PodConfig struct {
 	MySQLDSN          string   `yaml:"mysql_dsn"`
 	RedisAddr         string   `yaml:"redis_addr"`
 	RedisDB           int      `yaml:"redis_db"`
+	RedisCluster      bool     `yaml:"redis_cluster"`
+	RedisAddrs        []string `yaml:"redis_addrs"`
 	MySQLMaxOpenConns int      `yaml:"mysql_max_open_conns"`
 	// RedisPrefix starts every Redis key of the pod (default "tandem:<name>:").
 	RedisPrefix string `yaml:"redis_prefix"`
@@ -126,6 +132,10 @@ func ParseConfig(r io.Reader) (Config, error) {
 	if err := checkConfigYAML(&doc); err != nil {
 		return Config{}, err
 	}
+	// Validate puts the default back unless the file names a cluster: a
+	// default single address must not count as "both redis_addr and
+	// redis_addrs".
+	cfg.Control.RedisAddr = ""
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -157,11 +167,11 @@ func (c *Config) Validate() error {
 	if _, err := mysql.ParseDSN(c.Control.MySQLDSN); err != nil || c.Control.MySQLDSN == "" {
 		return bad("control.mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
 	}
-	if _, _, err := net.SplitHostPort(c.Control.RedisAddr); err != nil {
-		return bad("control.redis_addr", "want host:port, got %q", c.Control.RedisAddr)
+	if !c.Control.RedisCluster && c.Control.RedisAddr == "" && len(c.Control.RedisAddrs) == 0 {
+		c.Control.RedisAddr = DefaultConfig().Control.RedisAddr
 	}
-	if c.Control.RedisDB < 0 || c.Control.RedisDB > 15 {
-		return bad("control.redis_db", "must be 0..15")
+	if err := validateRedis("control.", c.Control.RedisAddr, c.Control.RedisAddrs, c.Control.RedisCluster, c.Control.RedisDB); err != nil {
+		return err
 	}
 	if c.Control.RedisPrefix == "" {
 		c.Control.RedisPrefix = "tandem:control:"
@@ -235,11 +245,8 @@ func (c *Config) Validate() error {
 		if _, err := mysql.ParseDSN(p.MySQLDSN); err != nil || p.MySQLDSN == "" {
 			return bad(key+".mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
 		}
-		if _, _, err := net.SplitHostPort(p.RedisAddr); err != nil {
-			return bad(key+".redis_addr", "want host:port, got %q", p.RedisAddr)
-		}
-		if p.RedisDB < 0 || p.RedisDB > 15 {
-			return bad(key+".redis_db", "must be 0..15")
+		if err := validateRedis(key+".", p.RedisAddr, p.RedisAddrs, p.RedisCluster, p.RedisDB); err != nil {
+			return err
 		}
 		if p.RedisPrefix == "" {
 			p.RedisPrefix = "tandem:" + p.Name + ":"
@@ -259,3 +266,52 @@ func (c *Config) Validate() error {
 
 // ShopSet returns the pod's parsed shops (valid after Validate).
 func (p PodConfig) ShopSet() tandem.ShopSet { return p.shops }
+
+// validateRedis checks one Redis location: a single Redis (redis_addr,
+// redis_db) or a Redis Cluster (redis_cluster: true and its seed nodes in
+// redis_addrs), never a mix. prefix starts the keys named in errors.
+func validateRedis(prefix, addr string, addrs []string, cluster bool, db int) error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: %s%s: %s", prefix, key, fmt.Sprintf(format, args...))
+	}
+	if !cluster {
+		if len(addrs) > 0 {
+			return bad("redis_addrs", "seed nodes are for a Redis Cluster: set redis_cluster: true, or use redis_addr for a single Redis")
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("redis_addr", "want host:port, got %q", addr)
+		}
+		if db < 0 || db > 15 {
+			return bad("redis_db", "must be 0..15")
+		}
+		return nil
+	}
+	if addr != "" {
+		return bad("redis_addr", "set redis_addrs (the cluster's seed nodes), not redis_addr, with redis_cluster: true")
+	}
+	if len(addrs) == 0 {
+		return bad("redis_addrs", "redis_cluster: true needs at least one seed node (host:port)")
+	}
+	seen := map[string]bool{}
+	for i, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return bad(fmt.Sprintf("redis_addrs[%d]", i), "want host:port, got %q", a)
+		}
+		if seen[a] {
+			return bad(fmt.Sprintf("redis_addrs[%d]", i), "%q is listed twice", a)
+		}
+		seen[a] = true
+	}
+	if db != 0 {
+		return bad("redis_db", "a Redis Cluster has only database 0, got %d", db)
+	}
+	return nil
+}
+
+// RedisTarget says which Redis a config names, for logs and errors.
+func redisTarget(addr string, addrs []string, cluster bool) string {
+	if cluster {
+		return "cluster " + strings.Join(addrs, ",")
+	}
+	return addr
+}

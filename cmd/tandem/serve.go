@@ -70,7 +70,7 @@ type Main struct {
 
 	registry *prometheus.Registry
 	control  *mysqlres.ControlStore
-	ctlRedis *redis.Client
+	ctlRedis redis.UniversalClient
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
 	ctl      *rollout.Controller
@@ -95,7 +95,7 @@ type podRuntime struct {
 	cfg    PodConfig
 	mysql  *mysqlres.Store
 	redis  *redisres.Store
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	router *dualwrite.Router
 }
 
@@ -234,7 +234,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("control database: %w", err)
 	}
 	m.closers = append(m.closers, m.control.Close)
-	m.ctlRedis = redis.NewClient(redisOptions(cfg.Control.RedisAddr, cfg.Control.RedisDB))
+	m.ctlRedis = newRedisClient(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster, cfg.Control.RedisDB)
 	m.closers = append(m.closers, m.ctlRedis.Close)
 	onError := func(what string) func(error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
@@ -287,7 +287,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.closers = append(m.closers, m.cmp.Close)
 	if err := m.sw.Open(ctx); err != nil {
-		return fmt.Errorf("kill switch (control Redis %s): %w", cfg.Control.RedisAddr, err)
+		return fmt.Errorf("kill switch (control Redis %s): %w", redisTarget(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster), err)
 	}
 	m.closers = append(m.closers, m.sw.Close)
 	if err := m.ctl.Open(ctx); err != nil {
@@ -298,9 +298,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	for _, p := range m.pods {
 		m.goLoop(cfg.Reservation.ReaperInterval, p.reap)
-		if cfg.Rollout.AuditInterval > 0 {
-			p := p
-			m.goLoop(cfg.Rollout.AuditInterval, func(ctx context.Context) { m.scheduledAudit(ctx, p) })
+	}
+	if cfg.Rollout.AuditInterval > 0 {
+		if err := m.startAuditSchedule(); err != nil {
+			return err
 		}
 	}
 
@@ -321,15 +322,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func redisOptions(addr string, db int) *redis.Options {
-	// Short timeouts: a store that does not answer must fail the request
-	// fast (503), never hang it.
-	return &redis.Options{
-		Addr: addr, DB: db, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond, PoolTimeout: time.Second, MaxRetries: 1, PoolSize: 128,
-	}
-}
-
 func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	cfg := m.Config
 	p := &podRuntime{cfg: pc}
@@ -347,7 +339,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	m.closers = append(m.closers, p.mysql.Close)
-	p.rdb = redis.NewClient(redisOptions(pc.RedisAddr, pc.RedisDB))
+	p.rdb = newRedisClient(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster, pc.RedisDB)
 	m.closers = append(m.closers, p.rdb.Close)
 	p.redis = redisres.NewStore(p.rdb, p.mysql.Ledger())
 	p.redis.Prefix = pc.RedisPrefix
@@ -355,7 +347,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.redis.Logger = p.mysql.Logger
 	p.redis.Registerer = reg
 	if err := p.redis.Open(); err != nil {
-		return nil, fmt.Errorf("redis %s: %w", pc.RedisAddr, err)
+		return nil, fmt.Errorf("redis %s: %w", redisTarget(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster), err)
 	}
 	m.closers = append(m.closers, p.redis.Close)
 	p.router = &dualwrite.Router{
@@ -388,18 +380,6 @@ func (p *podRuntime) reap(ctx context.Context) {
 				break
 			}
 		}
-	}
-}
-
-func (m *Main) scheduledAudit(ctx context.Context, p *podRuntime) {
-	a, err := p.router.Audit(ctx)
-	if err != nil {
-		m.Logger.Warn("scheduled audit", zap.String("pod", p.cfg.Name), zap.Error(err))
-		return
-	}
-	m.cmp.RecordAudit(*a)
-	if !a.Clean {
-		m.Logger.Warn("drift audit found drift", zap.String("pod", p.cfg.Name), zap.Int("drifted", len(a.Drifted)))
 	}
 }
 

@@ -1,0 +1,98 @@
+package linearize_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+	"github.com/tandemhq/tandem/internal/linearize"
+	"github.com/tandemhq/tandem/internal/rediscluster"
+	"github.com/tandemhq/tandem/internal/testenv"
+	"github.com/tandemhq/tandem/mysqlres"
+	"github.com/tandemhq/tandem/redisres"
+)
+
+// cluster is the package's Redis Cluster (three masters), started once by
+// TestMain; nil under -short.
+var cluster *rediscluster.Cluster
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		c, err := rediscluster.Start(rediscluster.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cluster = c
+	}
+	code := m.Run()
+	if cluster != nil {
+		cluster.Close()
+	}
+	os.Exit(code)
+}
+
+// mustOpenClusterStores is mustOpenStores with Redis on the package's
+// Redis Cluster.
+func mustOpenClusterStores(t *testing.T) stores {
+	t.Helper()
+	testenv.RequireIntegration(t)
+	dsn := testenv.MustCreateDatabase(t)
+	rdb, prefix := cluster.MustClient(t)
+	ms := mysqlres.NewStore(dsn)
+	if err := ms.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	if err := ms.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rs := redisres.NewStore(rdb, ms.Ledger())
+	rs.Prefix = prefix
+	if err := rs.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return stores{mysql: ms, redis: rs}
+}
+
+func TestCluster_Linearizable_Redis(t *testing.T) {
+	s := mustOpenClusterStores(t)
+	w := workload(112)
+	w.SerialSettles, w.SerialStockCounts = true, true
+	h := mustRun(t, linearize.StoreTarget(s.redis), w)
+	mustCover(t, h)
+	mustLinearizable(t, w, h)
+	mustStoreInvariants(t, s.redis)
+}
+
+func TestCluster_Linearizable_Router(t *testing.T) {
+	for i, mode := range []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly} {
+		t.Run(string(mode), func(t *testing.T) {
+			p := &pod{stores: mustOpenClusterStores(t), modes: &modes{}, kill: &kill{}}
+			p.modes.set(mode)
+			shops, err := tandem.ParseShopSet([]string{"1-1000"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.router = &dualwrite.Router{
+				Pod: "pod-lin", Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
+				Modes: p.modes, Kill: p.kill, ShadowTimeout: 5 * time.Second, MaxInflight: 4096,
+			}
+			t.Cleanup(func() { p.router.Close() })
+			w := workload(120 + uint64(i))
+			redisSoT := mode.SourceOfTruth() == tandem.StoreRedis
+			w.SerialSettles, w.SerialStockCounts = redisSoT, redisSoT
+			h := mustRun(t, linearize.ServiceTarget(p.router), w)
+			mustCover(t, h)
+			mustLinearizable(t, w, h)
+			p.mustInvariants(t)
+		})
+	}
+}
