@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tandemhq/tandem"
-	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/internal/conformance"
 	"github.com/tandemhq/tandem/internal/rediscluster"
 	"github.com/tandemhq/tandem/internal/testenv"
@@ -65,17 +64,7 @@ func mustOpenClusterPod(t *testing.T, c *rediscluster.Cluster, mode tandem.Mode)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock}
-	p.modes.set(mode)
-	shops, _ := tandem.ParseShopSet([]string{"1-1000000000"})
-	p.Router = &dualwrite.Router{
-		Pod: "pod-t", Shops: shops, Redis: rs, MySQL: ms, Ledger: ms.Ledger(),
-		Modes: p.modes, Kill: p.kill, Recorder: p.rec,
-		ShadowTimeout: 10 * time.Second, MaxInflight: 4096, AuditSettle: 50 * time.Millisecond,
-		Now: clock.Now,
-	}
-	t.Cleanup(func() { p.Router.Close() })
-	return p
+	return openRouter(t, rs, ms, clock, mode)
 }
 
 func TestCluster_ConformanceThroughRouter(t *testing.T) {
@@ -118,7 +107,7 @@ func TestCluster_BackfillAuditResync(t *testing.T) {
 	// Drift: a counter changed behind the engine's back on some master.
 	for _, shop := range []int64{2, 7, 11} {
 		k := tandem.Key{ShopID: shop, ItemID: 100, GroupID: 1}
-		if _, err := p.redis.FollowOnHand(ctx, k, 9); err != nil {
+		if _, err := p.redis.FollowOnHand(ctx, k, 9, -1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -112,6 +112,13 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
+	return openRouter(t, rs, ms, clock, mode)
+}
+
+// openRouter opens the pod's router over the two stores, each behind a
+// fault injector, at production defaults.
+func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *conformance.Clock, mode tandem.Mode) *pod {
+	t.Helper()
 	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock,
 		fr: redisFaulty{newFaulty(rs)}, fm: newFaulty(ms)}
 	p.modes.set(mode)

@@ -304,7 +304,7 @@ func TestCluster_KillSwitchChannel(t *testing.T) {
 	got := false
 	deadline := time.Now().Add(15 * time.Second)
 	for !got && time.Now().Before(deadline) {
-		if err := redisres.NewKillSwitchChannel(rdb, prefix).Disengage(ctx, []string{"pod-c"}); err != nil {
+		if err := redisres.NewKillSwitchChannel(rdb, prefix).Disengage(ctx, []string{"pod-c"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		select {
