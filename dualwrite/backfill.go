@@ -86,6 +86,8 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 	// Those admitted before may still land in Redis alone; the catch-up
 	// sweep below finds them.
 	r.followUntil.Store(math.MaxInt64)
+	r.copying.Store(true)
+	defer r.copying.Store(false)
 	holds, err := src.ActiveHolds(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("backfill: list redis holds: %w", err)

@@ -75,8 +75,24 @@ func TestBackfill_OnlineUnderLoad(t *testing.T) {
 	time.Sleep(time.Second)
 	copying.Store(true)
 	start := time.Now()
+	watch := make(chan struct{})
+	go func() {
+		last := ""
+		for {
+			select {
+			case <-watch:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if pr := p.BackfillProgress(); pr != nil && pr.Phase != last {
+				t.Logf("%s: phase %s, %d of %d copied", time.Since(start).Round(time.Millisecond), pr.Phase, pr.Copied, pr.Total)
+				last = pr.Phase
+			}
+		}
+	}()
 	n, err := p.Backfill(ctx)
 	took := time.Since(start)
+	close(watch)
 	copying.Store(false)
 	if err != nil {
 		t.Fatal(err)

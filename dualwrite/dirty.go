@@ -231,7 +231,7 @@ func (r *Router) work(ctx context.Context) {
 		}
 		r.flushDirty(ctx)
 		r.convergeDue(ctx)
-		if !time.Now().Before(nextSweep) {
+		if !time.Now().Before(nextSweep) && !r.copying.Load() {
 			nextSweep = time.Now().Add(r.SweepInterval)
 			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)

@@ -108,6 +108,9 @@ type Router struct {
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
 	backfillMu sync.Mutex // one backfill at a time
+	// copying is set while a backfill copies: the periodic sweep waits for
+	// the copy's own catch-up (it would converge every hold not copied yet).
+	copying atomic.Bool
 	backfill   *BackfillProgress
 	// paused holds, per shop a backfill is rewriting, the channel closed
 	// when it is done (guarded by mu).

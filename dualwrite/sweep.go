@@ -271,18 +271,24 @@ func (r *Router) isDirty(ck cartKey) bool {
 // differences seen. Tests and the soak use it once traffic has stopped.
 func (r *Router) Converged(ctx context.Context) (*Diff, error) {
 	r.init()
+	var last *Diff
 	for {
 		r.Wait()
 		d, err := r.Diff(ctx)
-		if err == nil && d.Empty() && r.DirtyCarts() == 0 {
-			return d, nil
+		if err == nil {
+			if d.Empty() && r.DirtyCarts() == 0 {
+				return d, nil
+			}
+			last = d
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return nil, err
+			if last == nil {
+				return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
 			}
-			return d, fmt.Errorf("pod %s did not converge: %d dirty carts; %s", r.Pod, r.DirtyCarts(), d)
+			st := r.ConvergeStats()
+			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v; %s",
+				r.Pod, st.Dirty, r.dirtySample(), st.Results, st.LastSweep, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -305,4 +311,18 @@ func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
 		SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
 		Primary: state(mode.SourceOfTruth(), c.SoT), Shadow: state(mode.Shadow(), c.Shadow),
 	})
+}
+
+// dirtySample describes a few dirty carts and why they are dirty.
+func (r *Router) dirtySample() string {
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	out := ""
+	for ck, e := range r.dirty.m {
+		if len(out) > 300 {
+			break
+		}
+		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
+	}
+	return out
 }
