@@ -146,6 +146,25 @@ type Report struct {
 	Divergences    map[string]int64        `json:"divergences"`
 	DivergenceRate float64                 `json:"divergence_rate"`
 	LatencyMS      map[string]LatencyStats `json:"latency_ms"`
+	// Convergence is the shadow's convergence on this instance (extension;
+	// absent when the instance does not route the pod).
+	Convergence *Convergence `json:"convergence,omitempty"`
+}
+
+// Convergence is how far a pod's shadow is from its source of truth on one
+// instance: the carts still to converge and what convergence did.
+type Convergence struct {
+	// DirtyCarts wait to be converged; OldestDirtySince is when the oldest
+	// was marked.
+	DirtyCarts       int        `json:"dirty_carts"`
+	OldestDirtySince *time.Time `json:"oldest_dirty_since,omitempty"`
+	// Results counts convergences by result (equal, repaired, failed,
+	// conflict, dropped) since the instance started.
+	Results map[string]int64 `json:"results"`
+	// LastSweepAt is the last anti-entropy sweep; LastSweepLeft what it
+	// could not converge (in flight, or failing).
+	LastSweepAt   *time.Time `json:"last_sweep_at,omitempty"`
+	LastSweepLeft int        `json:"last_sweep_left"`
 }
 
 // DivergenceFilter selects divergences, newest first.

@@ -38,7 +38,8 @@ func TestBackfill_OnlineUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Buyers: reserve then release on random shops, all the time.
+	// Buyers: a steady load (each of four buyers reserves and releases
+	// every 10ms) on random shops.
 	var stop atomic.Bool
 	var copying atomic.Bool
 	var errs atomic.Int64
@@ -62,6 +63,7 @@ func TestBackfill_OnlineUnderLoad(t *testing.T) {
 					errs.Add(1)
 					t.Errorf("buyer %s: %v", token, err)
 				}
+				time.Sleep(10 * time.Millisecond)
 				mu.Lock()
 				if copying.Load() {
 					during = append(during, d)

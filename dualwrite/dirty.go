@@ -71,10 +71,11 @@ func (r *Router) retryDelay(attempts int) time.Duration {
 
 const (
 	maxRetryDelay = 5 * time.Second
-	// convergeBatch bounds the carts one worker round converges.
-	convergeBatch = 256
+	// convergeBatch bounds the carts one worker round converges; a full
+	// round is followed by another at once.
+	convergeBatch = 1024
 	// convergeParallel is how many carts the worker converges at once.
-	convergeParallel = 8
+	convergeParallel = 16
 )
 
 // markDirty marks a cart dirty with the store whose state the other must
@@ -230,7 +231,9 @@ func (r *Router) work(ctx context.Context) {
 			nextSweep = time.Now()
 		}
 		r.flushDirty(ctx)
-		r.convergeDue(ctx)
+		for r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
+			r.flushDirty(ctx)
+		}
 		if !time.Now().Before(nextSweep) && !r.copying.Load() {
 			nextSweep = time.Now().Add(r.SweepInterval)
 			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
@@ -288,8 +291,9 @@ func (r *Router) flushDirty(ctx context.Context) {
 	d.mu.Unlock()
 }
 
-// convergeDue converges the dirty carts whose time has come.
-func (r *Router) convergeDue(ctx context.Context) {
+// convergeDue converges the dirty carts whose time has come, at most
+// convergeBatch, and says how many it tried.
+func (r *Router) convergeDue(ctx context.Context) int {
 	now := time.Now()
 	type due struct {
 		ck  cartKey
@@ -305,7 +309,7 @@ func (r *Router) convergeDue(ctx context.Context) {
 	}
 	r.dirty.mu.Unlock()
 	if len(list) == 0 {
-		return
+		return 0
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].e.next.Before(list[j].e.next) })
 	if len(list) > convergeBatch {
@@ -327,6 +331,7 @@ func (r *Router) convergeDue(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	return len(list)
 }
 
 // convergeDirty converges one dirty cart in the cart's line, from the store
@@ -452,4 +457,21 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
 	}
 	return nil
+}
+
+// Convergence returns the router's convergence state for reports.
+func (r *Router) Convergence() tandem.Convergence {
+	st := r.ConvergeStats()
+	c := tandem.Convergence{DirtyCarts: st.Dirty, Results: map[string]int64{}}
+	if !st.Oldest.IsZero() {
+		c.OldestDirtySince = &st.Oldest
+	}
+	for k, v := range st.Results {
+		c.Results[string(k)] = v
+	}
+	if st.LastSweep != nil {
+		at := st.LastSweep.At
+		c.LastSweepAt, c.LastSweepLeft = &at, st.LastSweep.Left
+	}
+	return c
 }

@@ -65,6 +65,20 @@ func deref(p *int64) any {
 // each store one after the other: with traffic, holds in flight show.
 func (r *Router) Diff(ctx context.Context) (*Diff, error) {
 	r.init()
+	d, err := r.diffCarts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.auditPass(ctx, d.Mode, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.Positions = res.drifted
+	return d, nil
+}
+
+// diffCarts is Diff without the positions.
+func (r *Router) diffCarts(ctx context.Context) (*Diff, error) {
 	mode := r.routeMode()
 	d := &Diff{Mode: mode}
 	if shadow := r.store(mode.Shadow()); shadow != nil {
@@ -95,11 +109,6 @@ func (r *Router) Diff(ctx context.Context) (*Diff, error) {
 			return d.Carts[i].CartToken < d.Carts[j].CartToken
 		})
 	}
-	res, err := r.auditPass(ctx, mode, nil)
-	if err != nil {
-		return nil, err
-	}
-	d.Positions = res.drifted
 	return d, nil
 }
 
@@ -149,7 +158,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		return rep, nil
 	}
 	sot := r.store(mode.SourceOfTruth())
-	d, err := r.Diff(ctx)
+	d, err := r.diffCarts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -198,9 +207,17 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	}
 	wg.Wait()
 	if rep.Converged > 0 {
-		if d, err = r.Diff(ctx); err != nil {
+		if d, err = r.diffCarts(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if len(d.Carts) == 0 && !r.copying.Load() {
+		// The carts agree: the positions must agree with the ledger too.
+		res, err := r.auditPass(ctx, mode, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.Positions = res.drifted
 	}
 	if rc, ok := shadow.(tandem.Recounter); ok && len(d.Carts) == 0 && r.pending.Load() == 0 {
 		for _, p := range d.Positions {

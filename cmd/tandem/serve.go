@@ -307,7 +307,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
-	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
+	admin := &web.AdminServer{Admin: convergenceReports{AdminService: m.ctl, fleet: m.fleet}, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
 		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
@@ -584,4 +584,23 @@ func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "migrated pod %s\n", p.Name)
 	}
 	return nil
+}
+
+// convergenceReports adds each pod's shadow convergence on this instance to
+// the admin API's reports.
+type convergenceReports struct {
+	tandem.AdminService
+	fleet *dualwrite.Fleet
+}
+
+// Report implements tandem.AdminService.
+func (c convergenceReports) Report(ctx context.Context) ([]tandem.Report, error) {
+	reps, err := c.AdminService.Report(ctx)
+	for i := range reps {
+		if r, perr := c.fleet.Pod(reps[i].Pod); perr == nil {
+			conv := r.Convergence()
+			reps[i].Convergence = &conv
+		}
+	}
+	return reps, err
 }
