@@ -94,7 +94,7 @@ func TestUsageErrors(t *testing.T) {
 func TestBenchHelpListsEveryFlag(t *testing.T) {
 	flagDef := regexp.MustCompile(`fs\.(?:String|Int|Int64|Float64|Bool|Duration)\("([a-z0-9-]+)"`)
 	_, general, _ := runArgs(t, "help")
-	for sub, file := range map[string]string{"engine": "bench.go", "http": "benchhttp.go"} {
+	for sub, file := range map[string]string{"engine": "bench.go", "http": "benchhttp.go", "backfill": "benchbackfill.go"} {
 		t.Run(sub, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(".", file))
 			if err != nil {

@@ -29,6 +29,8 @@ const usage = `usage:
                     [--redis-cluster HOST:PORT,...]
   tandem bench http --killswitch N [--redis-cluster HOST:PORT,...] [--json]
                     (kill switch propagation between two in-process instances)
+  tandem bench backfill [--holds 50000] [--shops 200] [--rate 400] [--warmup 2s] [--mysql-dsn DSN]
+                        [--redis-addr ADDR] [--json]
   tandem version
   tandem help
 
@@ -46,7 +48,7 @@ addresses. TANDEM_ADMIN_TOKEN is required with --config.`
 	migrateSynopsis = "tandem migrate --config FILE"
 	migrateSummary  = `Creates or upgrades every table of the control database and of every pod's
 MySQL; idempotent; creates a missing database when the user may.`
-	benchSynopsis = "tandem bench engine|http [FLAGS]"
+	benchSynopsis = "tandem bench engine|http|backfill [FLAGS]"
 	benchSummary  = `Load generator and benchmark: 'tandem bench engine' measures the engines
 directly, 'tandem bench http' the service over HTTP. 'tandem bench engine
 --help' and 'tandem bench http --help' list every flag.`
@@ -114,18 +116,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("bench: want engine or http")
+		return usagef("bench: want engine, http or backfill")
 	}
 	switch args[0] {
 	case "engine":
 		return runBenchEngine(ctx, args[1:], stdout, stderr)
 	case "http":
 		return runBenchHTTP(ctx, args[1:], stdout, stderr)
+	case "backfill":
+		return runBenchBackfill(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "usage: %s\n\n%s\n", benchSynopsis, benchSummary)
 		return errHelp
 	}
-	return usagef("bench: unknown benchmark %q, want engine or http", args[0])
+	return usagef("bench: unknown benchmark %q, want engine, http or backfill", args[0])
 }
 
 func runVersion(args []string, stdout io.Writer) error {
