@@ -154,8 +154,8 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 		if err != nil {
 			return copied, fmt.Errorf("backfill: catch up: %w", err)
 		}
-		if rep.Carts == 0 {
-			break
+		if rep.Carts == 0 || rep.Converged == 0 {
+			break // what still differs is in flight: the shadow path has it
 		}
 	}
 	return copied, nil
