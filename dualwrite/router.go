@@ -110,8 +110,8 @@ type Router struct {
 	backfillMu sync.Mutex // one backfill at a time
 	// copying is set while a backfill copies: the periodic sweep waits for
 	// the copy's own catch-up (it would converge every hold not copied yet).
-	copying atomic.Bool
-	backfill   *BackfillProgress
+	copying  atomic.Bool
+	backfill *BackfillProgress
 	// paused holds, per shop a backfill is rewriting, the channel closed
 	// when it is done (guarded by mu).
 	paused map[int64]chan struct{}
