@@ -79,6 +79,14 @@ func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.R
 			}
 		}
 		if err := r.placeRetrying(ctx, to, *want); err != nil {
+			if tandem.ErrorCode(err) == tandem.ECONFLICT && r.claimed(ctx, ck) {
+				// The authority is between the two steps of a claim (the
+				// ledger has it, its own hold not yet settled): the cart is
+				// sold, so the other store settles the claim instead.
+				sold := *want
+				sold.Status = tandem.StatusClaimed
+				return r.settleSold(ctx, ck, to, &sold)
+			}
 			return ConvergeFailed, err
 		}
 		return ConvergeRepaired, nil
@@ -87,31 +95,62 @@ func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.R
 		if have != nil && have.Status == tandem.StatusClaimed {
 			return ConvergeEqual, nil
 		}
-		if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
-			// Claim the copy; the ledger's claim record makes its deduction
-			// a no-op. Judged as of a time the copy was still active.
-			asOf := tandem.WithAsOf(ctx, minTime(r.Now(), have.ExpiresAt.Add(-time.Millisecond)))
-			return ConvergeRepaired, r.call(asOf, func(ctx context.Context) error {
-				_, err := to.Claim(ctx, ck.shop, ck.token)
-				return err
-			})
-		}
-		if have != nil && have.Status == tandem.StatusReserved {
-			if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
-				return ConvergeFailed, err
-			}
-		}
-		cs, ok := to.(tandem.ClaimSettler)
-		if !ok {
-			// The store counts from the ledger itself (mysqlres): the claim's
-			// deduction already left its count.
-			if have == nil || have.Status != tandem.StatusReserved {
-				return ConvergeEqual, nil
-			}
-			return ConvergeRepaired, nil
-		}
-		return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
+		return r.settleSold(ctx, ck, to, want, have)
 	}
+}
+
+// claimed reports whether the ledger records the cart as claimed.
+func (r *Router) claimed(ctx context.Context, ck cartKey) bool {
+	if r.Ledger == nil {
+		return false
+	}
+	var ok bool
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		ok, err = r.Ledger.Claimed(ctx, ck.shop, ck.token)
+		return err
+	})
+	return err == nil && ok
+}
+
+// settleSold makes to show the cart claimed with want's lines; have is
+// what to holds (read again when not given).
+func (r *Router) settleSold(ctx context.Context, ck cartKey, to tandem.ReservationStore, want *tandem.Reservation, haves ...*tandem.Reservation) (ConvergeResult, error) {
+	var have *tandem.Reservation
+	if len(haves) > 0 {
+		have = haves[0]
+	} else {
+		var err error
+		if have, err = r.read(ctx, to, ck); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	if have != nil && have.Status == tandem.StatusClaimed {
+		return ConvergeEqual, nil
+	}
+	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
+		// Claim the copy; the ledger's claim record makes its deduction
+		// a no-op. Judged as of a time the copy was still active.
+		asOf := tandem.WithAsOf(ctx, minTime(r.Now(), have.ExpiresAt.Add(-time.Millisecond)))
+		return ConvergeRepaired, r.call(asOf, func(ctx context.Context) error {
+			_, err := to.Claim(ctx, ck.shop, ck.token)
+			return err
+		})
+	}
+	if have != nil && have.Status == tandem.StatusReserved {
+		if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	cs, ok := to.(tandem.ClaimSettler)
+	if !ok {
+		// The store counts from the ledger itself (mysqlres): the claim's
+		// deduction already left its count.
+		if have == nil || have.Status != tandem.StatusReserved {
+			return ConvergeEqual, nil
+		}
+		return ConvergeRepaired, nil
+	}
+	return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
 }
 
 // placeRetrying places hold in s, retrying for up to ShadowTimeout while s

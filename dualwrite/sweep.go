@@ -219,10 +219,41 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		}
 		d.Positions = res.drifted
 	}
-	if rc, ok := shadow.(tandem.Recounter); ok && len(d.Carts) == 0 && r.pending.Load() == 0 {
+	// Counts follow the ledger: a Redis whose count of a position no
+	// differing cart touches disagrees with the ledger is recounted, shadow
+	// or SoT (the legacy stock count and claim each span two systems and
+	// can leave it off), when no shadow work is in flight here.
+	busy := map[tandem.Key]bool{}
+	for _, c := range d.Carts {
+		for _, ls := range [][]tandem.Line{c.SoT, c.Shadow} {
+			for _, l := range ls {
+				busy[l.Key(c.ShopID)] = true
+			}
+		}
+	}
+	if r.pending.Load() == 0 && !r.copying.Load() {
+		if len(d.Carts) > 0 {
+			// Positions were not read above: read them now.
+			res, err := r.auditPass(ctx, mode, nil)
+			if err != nil {
+				return nil, err
+			}
+			d.Positions = res.drifted
+		}
 		for _, p := range d.Positions {
 			k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
-			if _, err := rc.Recount(ctx, k); err == nil {
+			if busy[k] {
+				continue
+			}
+			recounted := false
+			for _, st := range []tandem.ReservationStore{sot, shadow} {
+				if rc, ok := st.(tandem.Recounter); ok {
+					if _, err := rc.Recount(ctx, k); err == nil {
+						recounted = true
+					}
+				}
+			}
+			if recounted {
 				rep.Recounted = append(rep.Recounted, k)
 			}
 		}

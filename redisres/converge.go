@@ -117,8 +117,14 @@ func (s *Store) Recount(ctx context.Context, key tandem.Key) (res *tandem.Counte
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
-	if err := s.rdb.SAdd(ctx, s.shopsKey(), key.ShopID).Err(); err != nil {
+	// A counter Redis no longer has (its data was lost) is not recounted:
+	// its holds are gone too, and only a resync from MySQL restores them.
+	n, err := s.rdb.Exists(ctx, s.counterKey(key)).Result()
+	if err != nil {
 		return nil, translate("recount", err)
+	}
+	if n == 0 {
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "redis has no counter for %s: resync it from MySQL", key)
 	}
 	c, _, err := s.applyOnHand(ctx, key, onHand, false)
 	return c, err

@@ -35,6 +35,26 @@ func (s *inflightStore) enter() func() {
 	return func() { s.now.Add(-1) }
 }
 
+// ActiveHolds and Rebuild let the router compare and rebuild through the
+// probe, as through the store it wraps.
+func (s *inflightStore) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
+	return s.ReservationStore.(tandem.Resyncer).ActiveHolds(ctx)
+}
+
+func (s *inflightStore) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
+	return s.ReservationStore.(tandem.Resyncer).Rebuild(ctx, holds)
+}
+
+func (s *inflightStore) Discard(ctx context.Context, shopID int64, token string) error {
+	defer s.enter()()
+	return s.ReservationStore.(tandem.Discarder).Discard(ctx, shopID, token)
+}
+
+func (s *inflightStore) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
+	defer s.enter()()
+	return s.ReservationStore.(tandem.Placer).Place(ctx, hold)
+}
+
 func (s *inflightStore) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
 	defer s.enter()()
 	return s.ReservationStore.Reserve(ctx, req)
