@@ -115,8 +115,8 @@ func TestCluster_BackfillAuditResync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Clean || len(a.Drifted) != 3 {
-		t.Fatalf("audit: got clean=%v with %d drifted, want the 3 changed positions", a.Clean, len(a.Drifted))
+	if !a.Clean || len(a.Found) != 3 || a.Recounted != 3 {
+		t.Fatalf("audit: got clean=%v with %d found, %d recounted, want the 3 changed positions found and recounted", a.Clean, len(a.Found), a.Recounted)
 	}
 	if _, err := p.Resync(ctx); err != nil {
 		t.Fatal(err)

@@ -147,7 +147,7 @@ func TestOpenAPIComplete(t *testing.T) {
 		for _, c := range codes {
 			got = append(got, c.(string))
 		}
-		want := []string{tandem.EINVALID, tandem.EUNAUTHORIZED, tandem.ENOTFOUND, tandem.EUNKNOWNSHOP,
+		want := []string{tandem.EINVALID, tandem.EUNAUTHORIZED, tandem.EFORBIDDEN, tandem.ENOTFOUND, tandem.EUNKNOWNSHOP,
 			tandem.EUNKNOWNPOD, tandem.EINSUFFICIENT, tandem.ECONFLICT, tandem.ETRANSITIONREFUSED,
 			tandem.EALREADYCLAIMED, tandem.EGONE, tandem.EPAYLOADTOOLARGE, tandem.EUNSUPPORTEDMEDIATYPE,
 			tandem.EUNAVAILABLE, tandem.EINTERNAL}

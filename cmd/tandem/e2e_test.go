@@ -762,20 +762,30 @@ func TestE2EAdmin(t *testing.T) {
 		eventually(t, "killswitch_disengage in the audit log", func() bool { return auditLogHas(adm, "killswitch_disengage", podA, "recovered") })
 	})
 
-	t.Run("DriftIsFoundThenResyncedFromMySQL", func(t *testing.T) {
+	t.Run("DriftIsFoundConvergedThenResyncedFromMySQL", func(t *testing.T) {
 		adm.tb, api.tb = t, t
-		// Make Redis lie about one position of pod A, behind tandem's back.
+		// Make Redis lie about one position of pod A, behind tandem's back:
+		// the audit finds it and recounts the position from the ledger.
 		key := fmt.Sprintf("%s{%d}:item:200:1", cfg.Pods[0].RedisPrefix, shopA)
 		if err := rdb.HIncrBy(context.Background(), key, "available", -1).Err(); err != nil {
 			t.Fatal(err)
 		}
 		a := adm.must(http.MethodPost, "/admin/pods/"+podA+"/audit", obj{"reason": "look for drift"}, http.StatusOK)
-		if a["clean"] != false || len(asSlice(a["drifted"])) != 1 {
-			t.Fatalf("got audit %v, want one drifted position", a)
+		if len(asSlice(a["found"])) != 1 || a["clean"] != true || num(a["recounted_positions"]) != 1 {
+			t.Fatalf("got audit %v, want one position found, recounted, then clean", a)
 		}
-		d := asSlice(a["drifted"])[0].(obj)
+		d := asSlice(a["found"])[0].(obj)
 		if num(d["inventory_item_id"]) != 200 || num(d["redis_available"])+1 != num(d["mysql_available"]) {
-			t.Errorf("got drifted %v, want item 200 with redis one below mysql", d)
+			t.Errorf("got found %v, want item 200 with redis one below mysql", d)
+		}
+		// A disaster the sweep does not fix (a counter gone) stays for
+		// resync: the audit reports it.
+		if err := rdb.Del(context.Background(), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		a = adm.must(http.MethodPost, "/admin/pods/"+podA+"/audit", obj{"reason": "look for drift"}, http.StatusOK)
+		if a["clean"] != false || len(asSlice(a["drifted"])) != 1 {
+			t.Fatalf("got audit %v with a Redis counter gone, want one drifted position", a)
 		}
 		adm.mustErr(http.MethodPost, "/admin/pods/"+podA+"/resync", obj{"reason": "x", "from": "redis"}, http.StatusBadRequest, "invalid_request")
 		adm.mustErr(http.MethodPost, "/admin/pods/"+podB+"/resync", obj{"reason": "x", "from": "mysql"}, http.StatusConflict, "transition_refused")
