@@ -19,6 +19,13 @@
   };
   const KINDS = ["outcome_mismatch", "location_mismatch", "shadow_error",
     "shadow_timeout", "shadow_dropped", "state_drift"];
+  // STORES lists the stores each mode writes: a store outside it has no
+  // latency to show (n/a, not 0).
+  const STORES = { redis: ["redis"], shadow: ["redis", "mysql"], mysql: ["mysql", "redis"], mysql_only: ["mysql"] };
+  // OVERRIDABLE are the failed gates that force overrides; the others
+  // (kill_switch, transition, resync) refuse whatever force says.
+  const OVERRIDABLE = ["min_comparisons", "max_divergence_rate", "audit_clean"];
+  const Charts = window.TandemCharts;
 
   const $ = (sel, root) => (root || document).querySelector(sel);
 
@@ -27,6 +34,9 @@
     actor: sessionStorage.getItem(ACTOR_KEY) || "",
     pods: [],
     selected: new Set(), // pods ticked for the kill switch
+    ks: { engaged: false, pods: [] }, // the last KILLSWITCH answer
+    plan: null, // the last PLAN answer
+    reports: [], // the last REPORT answers
     timer: null,
     refreshing: false,
     again: false, // a refresh was asked for while one was running
@@ -200,19 +210,23 @@
     modeBtn.addEventListener("click", () => openModeDialog(tr.dataset.key));
     const auditBtn = el("button", { type: "button", class: "secondary change", "data-action": "audit", "aria-label": "Run the audit of " + p.pod, text: "Audit…" });
     auditBtn.addEventListener("click", () => openAuditDialog(tr.dataset.key));
+    const killBtn = el("button", { type: "button", class: "danger change", "data-action": "kill", "aria-label": "Engage the kill switch of " + p.pod, text: "Kill…" });
+    killBtn.addEventListener("click", () => openKillSwitchDialog(true, [tr.dataset.key]));
+    const unkillBtn = el("button", { type: "button", class: "secondary change", "data-action": "unkill", "aria-label": "Disengage the kill switch of " + p.pod, text: "Unkill…" });
+    unkillBtn.addEventListener("click", () => openKillSwitchDialog(false, [tr.dataset.key]));
     tr.append(
       el("td", {}, box),
       el("th", { scope: "row", "data-field": "pod", text: p.pod }),
       el("td", { "data-field": "mode" }),
       el("td", { "data-field": "source_of_truth" }),
       el("td", { "data-field": "shadow" }),
-      el("td", { "data-field": "kill_switch" }),
+      el("td", { class: "wrap ks-cell" }, el("span", { "data-field": "kill_switch" }), el("div", { "data-field": "kill_detail", class: "ks-detail" })),
       el("td", { "data-field": "shops" }),
       el("td", { "data-field": "comparisons", class: "num" }),
       el("td", { "data-field": "divergence_rate", class: "num" }),
       el("td", { "data-field": "last_audit_clean" }),
       el("td", { "data-field": "passing", class: "wrap" }),
-      el("td", { class: "row-actions" }, modeBtn, auditBtn),
+      el("td", { class: "row-actions" }, modeBtn, auditBtn, killBtn, unkillBtn),
     );
     return tr;
   }
@@ -232,6 +246,9 @@
     setField(tr, "kill_switch", p.kill_switch ? badge("engaged", "bad") : badge("off", "muted"));
     tr.querySelector('[data-field="kill_switch"]').dataset.value = p.kill_switch ? "engaged" : "off";
     tr.classList.toggle("killed", !!p.kill_switch);
+    tr.querySelector('[data-action="kill"]').hidden = !!p.kill_switch;
+    tr.querySelector('[data-action="unkill"]').hidden = !p.kill_switch;
+    setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
     setField(tr, "shops", p.shops || "–");
     setField(tr, "comparisons", num(g.comparisons));
     setField(tr, "divergence_rate", pct(g.divergence_rate));
@@ -241,7 +258,41 @@
       !g.passing && failed.length ? el("span", { class: "gate-list", text: failed.join(", ") }) : null);
   }
 
+  // engagementOf returns a pod's own engagement {since, reason, actor}: from
+  // KILLSWITCH.engagements, or the switch-wide since/reason when this pod
+  // is the only one engaged; null when unknown.
+  function engagementOf(pod) {
+    const ks = state.ks || {};
+    const e = (ks.engagements || []).find((x) => x.pod === pod);
+    if (e) return e;
+    const pods = ks.pods || [];
+    if (pods.length === 1 && pods[0] === pod) return { since: ks.since, reason: ks.reason };
+    return null;
+  }
+
+  function killDetail(pod, engaged) {
+    if (!engaged) return [];
+    const e = engagementOf(pod);
+    if (!e) return [];
+    return [
+      el("span", { "data-field": "kill_since" }, "since ", el("time", { datetime: e.since || "", text: when(e.since) })),
+      el("span", { "data-field": "kill_reason", class: "ks-reason", text: e.reason + (e.actor ? " (" + e.actor + ")" : "") }),
+    ];
+  }
+
   function renderKillSwitch(ks) {
+    state.ks = ks || { engaged: false, pods: [] };
+    for (const tr of Array.from($("#pods tbody").rows)) {
+      const p = state.pods.find((x) => x.pod === tr.dataset.key);
+      if (p) setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
+    }
+    const list = $("#killswitch-pods");
+    list.replaceChildren(...(ks.pods || []).map((pod) => {
+      const e = engagementOf(pod);
+      return el("li", { "data-pod": pod }, el("strong", { text: pod }),
+        e ? " since " + when(e.since) + (e.actor ? " by " + e.actor : "") + ": " + (e.reason || "") : "");
+    }));
+    list.hidden = !ks.engaged;
     const p = $("#killswitch-state");
     p.dataset.engaged = ks.engaged ? "true" : "false";
     p.classList.toggle("engaged", !!ks.engaged);
@@ -270,6 +321,7 @@
         if (n) kinds.push(badge(k + " " + num(n), "warn"));
       }
       const lat = (store) => {
+        if (!usesStore(r.mode, store)) return "n/a";
         const s = (r.latency_ms || {})[store];
         return s ? ms(s.p50) + " / " + ms(s.p99) : "–";
       };
@@ -287,9 +339,39 @@
     });
   }
 
-  function outcomeCell(o) {
-    const pre = el("pre", { class: "json", text: JSON.stringify(o || {}, null, 2) });
-    return el("td", {}, pre);
+  // usesStore says whether a pod in mode writes store; an unknown mode
+  // shows every store.
+  function usesStore(mode, store) {
+    const stores = STORES[mode];
+    return !stores || stores.includes(store);
+  }
+
+  const lineText = (l) => "item " + l.inventory_item_id + " × " + l.quantity + " → group " + l.group_id;
+  const groupsOf = (o) => Array.from(new Set((o.lines || []).map((l) => l.group_id))).sort((a, b) => a - b);
+
+  // diffTable shows the source of truth's and the shadow's outcomes side by
+  // side, one row per aspect, the rows that differ marked.
+  function diffTable(d) {
+    const a = d.primary || {};
+    const b = d.shadow || {};
+    const rows = [
+      ["status", a.status || "–", b.status || "–"],
+      ["lines", (a.lines || []).map(lineText).join("\n") || "–", (b.lines || []).map(lineText).join("\n") || "–"],
+      ["groups", groupsOf(a).join(", ") || "–", groupsOf(b).join(", ") || "–"],
+      ["latency", ms(a.latency_ms), ms(b.latency_ms), true],
+    ];
+    if (a.message || b.message) rows.push(["message", a.message || "–", b.message || "–"]);
+    if (a.replayed || b.replayed) rows.push(["replayed", a.replayed ? "yes" : "no", b.replayed ? "yes" : "no"]);
+    return el("table", { class: "compact diff", "data-field": "diff" },
+      el("thead", {}, el("tr", {},
+        el("th", { scope: "col", text: "" }),
+        el("th", { scope: "col", text: "SoT · " + (a.store || d.source_of_truth || "–") }),
+        el("th", { scope: "col", text: "shadow · " + (b.store || "–") }))),
+      el("tbody", {}, ...rows.map(([name, x, y, info]) => el("tr", {
+        "data-aspect": name, class: !info && x !== y ? "differs" : "" },
+      el("th", { scope: "row", text: name }),
+      el("td", { class: "pre", "data-side": "primary", text: x }),
+      el("td", { class: "pre", "data-side": "shadow", text: y })))));
   }
 
   function renderDivergences(list) {
@@ -301,8 +383,7 @@
       el("td", { text: d.op }),
       el("td", {}, badge(d.kind, "warn")),
       el("td", { text: (d.shop_id ? "shop " + d.shop_id : "–") + (d.cart_token ? " · " + d.cart_token : "") }),
-      outcomeCell(d.primary),
-      outcomeCell(d.shadow),
+      el("td", {}, diffTable(d)),
     ));
     $("p.empty", box).hidden = list.length > 0;
   }
@@ -333,18 +414,190 @@
     $("#instances tbody").replaceChildren(...rows);
   }
 
-  // renderPlan shows the rollout plan in one line: phase, pods promoted out
-  // of the rollout order, and why it waits.
-  function renderPlan(p) {
-    p = p || {};
-    const order = p.order || [];
+  // planPods lists the plan's pods in its order with their real mode:
+  // PLAN.pods when the server gives them, else PLAN.order with each pod's
+  // mode from GET /admin/pods.
+  function planPods(p) {
+    const modeOf = (name) => (state.pods.find((x) => x.pod === name) || {}).mode;
+    if (Array.isArray(p.pods) && p.pods.length) {
+      return p.pods.map((x) => ({ pod: x.pod, mode: modeOf(x.pod) || x.mode, step: x.step, soak_until: x.soak_until }));
+    }
     const promoted = p.promoted || [];
-    let text = (p.phase || "unknown") + ": " + promoted.length + " of " + order.length + " pods promoted";
-    if (order.length) text += " (order " + order.join(", ") + ")";
+    const order = (p.order && p.order.length) ? p.order : state.pods.map((x) => x.pod);
+    return order.map((name) => ({ pod: name, mode: modeOf(name),
+      step: promoted.includes(name) ? "promoted" : "pending",
+      soak_until: promoted[promoted.length - 1] === name ? p.soak_until : undefined }));
+  }
+
+  function renderPlan(p) {
+    state.plan = p || {};
+    drawPlan();
+  }
+
+  // drawPlan shows the plan's phase, what it promoted, why it waits, and
+  // the mode each pod is really in (a pod moved by hand counts too).
+  function drawPlan() {
+    const p = state.plan;
+    if (!p) return;
+    const phase = p.phase || "unknown";
+    const pods = planPods(p);
+    const promoted = p.promoted || pods.filter((x) => x.step === "done" || x.step === "promoted").map((x) => x.pod);
+    let text = phase + ": " + promoted.length + " of " + pods.length + " pods promoted by the plan";
+    if (p.order && p.order.length) text += " (order " + p.order.join(", ") + ")";
     if (p.waiting) text += "; " + p.waiting;
     const e = $("#plan-state");
-    e.dataset.phase = p.phase || "unknown";
+    e.dataset.phase = phase;
     e.textContent = text;
+    const counts = {};
+    for (const x of pods) counts[x.mode || "unknown"] = (counts[x.mode || "unknown"] || 0) + 1;
+    const onMySQL = pods.filter((x) => x.mode === "mysql" || x.mode === "mysql_only").length;
+    $("#plan-modes").textContent = "Pods now: " + onMySQL + " of " + pods.length + " on MySQL as source of truth (" +
+      MODES.filter((m) => counts[m]).map((m) => counts[m] + " " + m).join(", ") + ")";
+    syncRows($("#plan-pods tbody"), pods, (x) => x.pod, (x) => el("tr", { "data-pod": x.pod }), (tr, x) => {
+      tr.replaceChildren(
+        el("th", { scope: "row", text: x.pod }),
+        el("td", { "data-field": "mode" }, modeBadge(x.mode)),
+        el("td", { "data-field": "step", text: x.step || "–" }),
+        el("td", { text: x.soak_until ? when(x.soak_until) : "–" }),
+      );
+    });
+    $("#plan-start").textContent = phase === "paused" ? "Resume…" : "Start…";
+    $("#plan-start").disabled = phase === "running";
+    $("#plan-pause").disabled = phase !== "running";
+    $("#plan-abort").disabled = phase !== "running" && phase !== "paused";
+  }
+
+  function openPlanDialog(action) {
+    const what = { start: state.plan && state.plan.phase === "paused" ? "Resume" : "Start", pause: "Pause", abort: "Abort" }[action];
+    openDialog({
+      title: what + " the rollout plan",
+      body: [el("p", { text: {
+        start: "The plan moves the pods one at a time, smallest first: redis → shadow → mysql, each after its soak and its gates.",
+        pause: "The plan stops advancing; pods stay in their modes until it is resumed.",
+        abort: "The plan stops for good; pods stay in their modes. A new plan starts over.",
+      }[action] })],
+      okLabel: what + " plan",
+      danger: action === "abort",
+      run: async (reason) => {
+        renderPlan(await api("POST", "/admin/plan/" + action, { reason }));
+        showNotice(el("span", { text: "Plan: " + action + " sent." }));
+      },
+    });
+  }
+
+  // ---- migration watch: per pod charts, gates and convergence ------------------
+
+  function renderWatch(reports) {
+    state.reports = reports;
+    drawWatch();
+  }
+
+  // convergenceOf finds shadow convergence info in a REPORT or POD (the
+  // field may be absent: null then).
+  function convergenceOf(...objs) {
+    for (const o of objs) {
+      if (!o) continue;
+      for (const c of [o.convergence, o.shadow_convergence, o]) {
+        if (c && typeof c === "object" && typeof c.dirty_carts === "number") return c;
+      }
+    }
+    return null;
+  }
+
+  function drawWatch() {
+    const names = state.pods.length ? state.pods.map((p) => p.pod) : state.reports.map((r) => r.pod);
+    const box = $("#watch-pods");
+    const existing = new Map(Array.from(box.children).map((c) => [c.dataset.pod, c]));
+    const cards = names.map((name) => {
+      const card = existing.get(name) || el("article", { class: "pod-card", "data-pod": name, "data-testid": "watch-" + name });
+      fillCard(card, state.pods.find((p) => p.pod === name) || { pod: name }, state.reports.find((r) => r.pod === name));
+      return card;
+    });
+    box.replaceChildren(...cards);
+    $("#watch-empty").hidden = cards.length > 0;
+  }
+
+  function fillCard(card, p, r) {
+    const mode = p.mode || (r && r.mode);
+    const nodes = [el("h3", {}, p.pod + " ", modeBadge(mode), p.kill_switch ? badge("kill switch engaged", "bad") : null)];
+    if (p.transition) nodes.push(transitionView(p.transition));
+    const conv = convergenceOf(r, p);
+    if (conv) nodes.push(convergenceView(conv));
+    nodes.push(gatesView(p));
+    if (r) nodes.push(...chartsView(p.pod, mode, r, p));
+    else nodes.push(el("p", { class: "empty", text: "No report for this pod yet." }));
+    card.replaceChildren(...nodes);
+  }
+
+  function transitionView(t) {
+    const total = typeof t.total === "number" ? t.total : 0;
+    const copied = typeof t.copied === "number" ? t.copied : 0;
+    const share = total > 0 ? Math.min(100, (copied / total) * 100) : null;
+    return el("div", { class: "transition", "data-field": "transition" },
+      el("strong", { text: "Moving to " + (t.to || "–") + ": " }),
+      (t.phase || "") + (total ? " · " + num(copied) + " of " + num(total) + (share !== null ? " (" + share.toFixed(0) + "%)" : "") : "") +
+        (t.started_at ? " · since " + when(t.started_at) : ""),
+      total ? el("progress", { max: String(total), value: String(copied), "aria-label": "Backfill progress" }) : null);
+  }
+
+  function convergenceView(c) {
+    const parts = [num(c.dirty_carts) + " dirty " + (c.dirty_carts === 1 ? "cart" : "carts")];
+    if (c.oldest_dirty_since) parts.push("oldest since " + when(c.oldest_dirty_since));
+    const sw = c.last_sweep;
+    if (sw) {
+      parts.push("last sweep " + when(sw.at) + ": " + num(sw.holds_compared) + " holds compared, " +
+        num(sw.carts_differing) + " differing, " + num(sw.carts_converged) + " converged, " + num(sw.left) + " left");
+    }
+    return el("div", { class: "convergence", "data-field": "convergence" },
+      el("strong", { text: "Shadow convergence: " }), c.dirty_carts ? badge(parts.shift(), "warn") : badge(parts.shift(), "good"),
+      parts.length ? " " + parts.join(" · ") : "");
+  }
+
+  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + " ≤ " + pct(c.threshold)
+    : c.gate === "audit" ? (c.passing ? "clean" : "not clean")
+      : num(c.value) + " of " + num(c.threshold);
+
+  function gatesView(p) {
+    const g = p.gates || {};
+    const checks = Array.isArray(g.checks) ? g.checks : [];
+    const head = el("p", { class: "gates-head" }, el("strong", { text: "Gates to mysql: " }),
+      g.passing ? badge("passing", "good") : badge("failing", "warn"));
+    if (!checks.length) return el("div", { "data-field": "gates" }, head);
+    return el("div", { "data-field": "gates" }, head, el("table", { class: "compact gates" },
+      el("thead", {}, el("tr", {}, ...["Gate", "Value / threshold", "", "Still missing"].map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, ...checks.map((c) => el("tr", { "data-gate": c.gate, class: c.passing ? "" : "failing" },
+        el("th", { scope: "row", text: c.gate }),
+        el("td", { class: "num", text: gateValue(c) }),
+        el("td", {}, c.passing ? badge("pass", "good") : badge("fail", "warn")),
+        el("td", { class: "wrap", "data-field": "missing", text: c.passing ? "–" : (c.missing || "") }))))));
+  }
+
+  function chartsView(pod, mode, r, p) {
+    const samples = Charts.samples(pod);
+    const to = samples.length ? samples[samples.length - 1].t : Date.now();
+    const from = to - Charts.parseWindow(r.window);
+    const windowLabel = r.window || "15m";
+    const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
+      points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
+    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "divergence_rate");
+    const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
+    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, windowLabel });
+    const lat = [];
+    ["redis", "mysql"].forEach((store, i) => {
+      for (const q of ["p50", "p99"]) {
+        const used = usesStore(mode, store);
+        lat.push({ key: store + "_" + q, label: (store === "mysql" ? "MySQL " : "Redis ") + q, cls: "l" + i + q,
+          points: used ? samples.filter((x) => x.lat[store]).map((x) => [x.t, x.lat[store][q]]) : null });
+      }
+    });
+    const latChart = Charts.lineChart(lat, from, to, { title: "Latency by store, " + pod, format: ms, windowLabel });
+    return [
+      el("figure", { class: "chart-box", "data-chart": "divergence" },
+        el("figcaption", { text: "Divergence rate by kind (" + windowLabel + " window, " + samples.length + " samples)" }),
+        divChart, Charts.legend(kinds.filter((s) => s.points.some(([, v]) => v > 0)), pct)),
+      el("figure", { class: "chart-box", "data-chart": "latency" },
+        el("figcaption", { text: "Latency p50 / p99 by store" }), latChart, Charts.legend(lat, ms)),
+    ];
   }
 
   // renderRole shows which token the page holds; a viewer's page hides
@@ -388,15 +641,20 @@
     const calls = [
       ["/admin/pods", (d) => renderPods(d.pods || [])],
       ["/admin/killswitch", renderKillSwitch],
-      ["/admin/report", (d) => renderReport(d.pods || [])],
+      ["/admin/report", (d) => {
+        Charts.record(d.pods || [], Date.now());
+        renderReport(d.pods || []);
+        renderWatch(d.pods || []);
+      }],
       ["/admin/divergences?limit=50", (d) => renderDivergences(d.divergences || [])],
       ["/admin/audit-log?limit=50", (d) => renderAuditLog(d.entries || [])],
       ["/admin/instances", (d) => renderInstances(d.instances || [])],
     ];
-    const plan = api("GET", "/admin/plan").then(renderPlan).catch(planUnavailable);
+    const plan = api("GET", "/admin/plan").then((p) => { state.planError = null; return p; })
+      .catch((e) => { state.planError = e; return null; });
     const role = api("GET", "/admin/whoami").then(renderRole).catch(roleUnknown);
     const results = await Promise.allSettled(calls.map(([path]) => api("GET", path)));
-    await plan;
+    const planAnswer = await plan;
     await role;
     let failure = null;
     results.forEach((r, i) => {
@@ -410,6 +668,10 @@
         failure = failure || r.reason;
       }
     });
+    // The plan shows the pods' real modes: drawn after /admin/pods.
+    if (planAnswer) renderPlan(planAnswer);
+    else planUnavailable(state.planError);
+    drawWatch();
     state.refreshing = false;
     if (state.again) {
       state.again = false;
@@ -470,6 +732,13 @@
     $("#refresh-status").textContent = "Not connected: enter the admin token.";
     for (const id of ["#pods", "#report", "#audit-log", "#instances"]) $(id + " tbody").replaceChildren();
     $("#divergences tbody").replaceChildren();
+    $("#plan-pods tbody").replaceChildren();
+    $("#plan-modes").textContent = "";
+    state.pods = [];
+    state.reports = [];
+    state.plan = null;
+    Charts.clear();
+    drawWatch();
     renderKillSwitch({ engaged: false });
     $("#plan-state").dataset.phase = "unknown";
     $("#plan-state").textContent = "Unknown";
@@ -550,10 +819,15 @@
         would ? badge("would apply", "good") : badge("would be refused", "bad")),
       el("div", { "data-field": "failed_gates" }, "Failed gates: " + (gates.length ? gates.join(", ") : "none")),
     );
-    if (!would && !force) {
-      out.append(el("div", { class: "hint", text: "Tick Force to override the gates (logged), or wait until they pass." }));
+    if (res && res.message) out.append(el("div", { class: "hint", "data-field": "message", text: res.message }));
+    const fixed = gates.filter((g) => !OVERRIDABLE.includes(g));
+    if (fixed.length) {
+      out.append(el("div", { class: "hint", "data-field": "force_hint", text: "Force cannot override " + fixed.join(", ") +
+        (fixed.includes("kill_switch") ? ": disengage the pod's kill switch first." : ": this change is refused until that is fixed.") }));
+    } else if (!would && !force) {
+      out.append(el("div", { class: "hint", "data-field": "force_hint", text: "Tick Force to override the gates (logged), or wait until they pass." }));
     }
-    ok.disabled = !would && !force;
+    ok.disabled = !would && (!force || fixed.length > 0);
   }
 
   async function submitDialog(ev) {
@@ -630,10 +904,12 @@
     });
   }
 
-  function openKillSwitchDialog(engage) {
-    const pods = Array.from(state.selected);
+  // openKillSwitchDialog engages or disengages the pods given (a row's
+  // button), else the ticked pods, else every pod.
+  function openKillSwitchDialog(engage, only) {
+    const pods = only || Array.from(state.selected);
     const names = pods.length ? pods : state.pods.map((p) => p.pod);
-    const scope = pods.length ? "the selected pods" : "ALL pods";
+    const scope = only ? only.join(", ") : pods.length ? "the selected pods" : "ALL pods";
     openDialog({
       title: (engage ? "Engage" : "Disengage") + " the kill switch for " + scope,
       body: [
@@ -673,6 +949,9 @@
     $("#confirm-cancel").addEventListener("click", closeDialog);
     $("#confirm-dialog").addEventListener("close", () => { state.dialog = null; });
     $("#mode-target").addEventListener("change", dryRun);
+    for (const action of ["start", "pause", "abort"]) {
+      $("#plan-" + action).addEventListener("click", () => openPlanDialog(action));
+    }
     $("#confirm-force").addEventListener("change", dryRun);
     updateKillSwitchButtons();
     $("#actor-input").value = state.actor;

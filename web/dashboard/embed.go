@@ -7,8 +7,8 @@ package dashboard
 
 import "embed"
 
-// FS holds index.html, app.js and style.css at its root, ready for
+// FS holds index.html, app.js, charts.js and style.css at its root, ready for
 // http.FileServerFS.
 //
-//go:embed index.html app.js style.css
+//go:embed index.html app.js charts.js style.css
 var FS embed.FS
