@@ -553,7 +553,7 @@
       parts.length ? " " + parts.join(" · ") : "");
   }
 
-  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + " ≤ " + pct(c.threshold)
+  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + (c.passing ? " ≤ " : " > ") + pct(c.threshold)
     : c.gate === "audit" ? (c.passing ? "clean" : "not clean")
       : num(c.value) + " of " + num(c.threshold);
 
@@ -574,14 +574,13 @@
 
   function chartsView(pod, mode, r, p) {
     const samples = Charts.samples(pod);
-    const to = samples.length ? samples[samples.length - 1].t : Date.now();
-    const from = to - Charts.parseWindow(r.window);
+    const [from, to] = Charts.span(pod, Charts.parseWindow(r.window));
     const windowLabel = r.window || "15m";
     const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
       points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
     const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "divergence_rate");
     const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
-    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, windowLabel });
+    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, minMax: 0.001 });
     const lat = [];
     ["redis", "mysql"].forEach((store, i) => {
       for (const q of ["p50", "p99"]) {
@@ -590,7 +589,7 @@
           points: used ? samples.filter((x) => x.lat[store]).map((x) => [x.t, x.lat[store][q]]) : null });
       }
     });
-    const latChart = Charts.lineChart(lat, from, to, { title: "Latency by store, " + pod, format: ms, windowLabel });
+    const latChart = Charts.lineChart(lat, from, to, { title: "Latency by store, " + pod, format: ms, minMax: 1 });
     return [
       el("figure", { class: "chart-box", "data-chart": "divergence" },
         el("figcaption", { text: "Divergence rate by kind (" + windowLabel + " window, " + samples.length + " samples)" }),

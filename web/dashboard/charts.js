@@ -94,9 +94,29 @@ window.TandemCharts = (function () {
     return 10 * p;
   }
 
+  // spanLabel says how long ago the left edge of a chart is: "45s", "3m",
+  // "1h20m".
+  function spanLabel(ms) {
+    const s = Math.round(ms / 1000);
+    if (s < 120) return s + "s";
+    const m = Math.round(s / 60);
+    return m < 120 ? m + "m" : Math.floor(m / 60) + "h" + (m % 60 ? (m % 60) + "m" : "");
+  }
+
+  // span returns the [from, to] (ms) a pod's chart covers: from its first
+  // sample (or the start of the window, once the buffer spans it) to its
+  // last, so that the lines fill the chart from the first poll on.
+  function span(pod, windowMs) {
+    const items = samples(pod);
+    if (!items.length) return [Date.now() - windowMs, Date.now()];
+    const to = items[items.length - 1].t;
+    return [Math.max(to - windowMs, Math.min(items[0].t, to - 1000)), to];
+  }
+
   // lineChart draws series over [from, to] (ms) into a new <svg>:
   // series = [{key, label, cls, points: [[t, v], ...]}], opts = {title,
-  // format: (v) => string, threshold?: {value, label}, windowLabel}.
+  // format: (v) => string, threshold?: {value, label}, minMax?: the least
+  // top of the y axis}.
   // A series with points === null is listed as n/a and not drawn.
   function lineChart(series, from, to, opts) {
     const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img",
@@ -105,7 +125,7 @@ window.TandemCharts = (function () {
     let max = 0;
     for (const s of series) for (const [, v] of s.points || []) max = Math.max(max, v);
     if (opts.threshold) max = Math.max(max, opts.threshold.value);
-    max = niceMax(max);
+    max = niceMax(Math.max(max, opts.minMax || 0));
     const x0 = PAD.left;
     const x1 = W - PAD.right;
     const y0 = H - PAD.bottom;
@@ -118,7 +138,7 @@ window.TandemCharts = (function () {
       svg.append(svgEl("line", { x1: x0, x2: x1, y1: y, y2: y, class: "grid" }));
       svg.append(svgEl("text", { x: x0 - 4, y: y + 4, "text-anchor": "end", class: "axis" }, opts.format(max * f)));
     }
-    svg.append(svgEl("text", { x: x0, y: H - 6, class: "axis" }, "−" + (opts.windowLabel || "")));
+    svg.append(svgEl("text", { x: x0, y: H - 6, class: "axis" }, "−" + spanLabel(to - from)));
     svg.append(svgEl("text", { x: x1, y: H - 6, "text-anchor": "end", class: "axis" }, "now"));
     if (opts.threshold) {
       const y = yOf(opts.threshold.value);
@@ -151,5 +171,5 @@ window.TandemCharts = (function () {
     return ul;
   }
 
-  return { parseWindow, RingBuffer, record, samples, clear, lineChart, legend };
+  return { parseWindow, RingBuffer, record, samples, span, clear, lineChart, legend };
 })();

@@ -166,7 +166,7 @@ func TestDashboard(t *testing.T) {
 			if got := b.Text(row); !strings.Contains(got, "420 of 1,000") || !strings.Contains(got, "580 more comparisons in the 15m window") || !strings.Contains(got, "fail") {
 				t.Errorf("got comparisons gate %q, want value, threshold and what is missing", got)
 			}
-			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="divergence_rate"]`); !strings.Contains(got, "0.240% ≤ 0.100%") {
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
 				t.Errorf("got divergence rate gate %q, want value against threshold", got)
 			}
 			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit"]`); !strings.Contains(got, "pass") {
