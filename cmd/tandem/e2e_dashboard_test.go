@@ -151,7 +151,7 @@ func TestE2EDashboardViewer(t *testing.T) {
 	hidden := func(sel string) string {
 		return fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).every((e) => getComputedStyle(e).display === "none")`, sel)
 	}
-	for _, sel := range []string{"#killswitch-engage", "#killswitch-disengage", `[data-action="mode"]`, `[data-action="audit"]`, `[data-field="select"]`} {
+	for _, sel := range []string{"#killswitch-engage", "#killswitch-disengage", `[data-action="mode"]`, `[data-action="audit"]`, `[data-action="kill"]`, `[data-action="unkill"]`, `[data-field="select"]`, "#plan-start", "#plan-pause", "#plan-abort"} {
 		if n := browsertest.Eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)); n == 0 {
 			t.Errorf("got no %s on the page, want it there but hidden", sel)
 		}
