@@ -17,17 +17,12 @@
     mysql: ["shadow", "mysql_only"],
     mysql_only: ["mysql"],
   };
-  const KINDS = ["outcome_mismatch", "location_mismatch", "shadow_error",
-    "shadow_timeout", "shadow_dropped", "state_drift"];
-  // STORES lists the stores each mode writes: a store outside it has no
-  // latency to show (n/a, not 0).
-  const STORES = { redis: ["redis"], shadow: ["redis", "mysql"], mysql: ["mysql", "redis"], mysql_only: ["mysql"] };
   // OVERRIDABLE are the failed gates that force overrides; the others
   // (kill_switch, transition, resync) refuse whatever force says.
   const OVERRIDABLE = ["min_comparisons", "max_divergence_rate", "audit_clean"];
   const Charts = window.TandemCharts;
-
-  const $ = (sel, root) => (root || document).querySelector(sel);
+  const { KINDS, $, el, badge, when, timeCell, pct, num, ms, syncRows, modeBadge, usesStore } = window.TandemUI;
+  const { fillCard, diffTable } = window.TandemWatch;
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -95,66 +90,6 @@
 
   const podPath = (pod, action) => "/admin/pods/" + encodeURIComponent(pod) + "/" + action;
 
-  // ---- small DOM helpers ---------------------------------------------------
-
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else e.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) {
-      if (c === null || c === undefined || c === false) continue;
-      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return e;
-  }
-
-  function badge(text, kind) {
-    return el("span", { class: "badge " + (kind || ""), text: text });
-  }
-
-  function when(iso) {
-    if (!iso || iso.startsWith("0001-")) return "–";
-    const d = new Date(iso);
-    if (isNaN(d)) return iso;
-    const p = (n) => String(n).padStart(2, "0");
-    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " +
-      p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
-  }
-
-  function timeCell(iso) {
-    return el("td", { title: iso || "" }, el("time", { datetime: iso || "", text: when(iso) }));
-  }
-
-  const pct = (r) => (typeof r === "number" ? (r * 100).toFixed(3) + "%" : "–");
-  const num = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "–");
-  const ms = (v) => (typeof v === "number" ? v.toFixed(2) + " ms" : "–");
-
-  // syncRows updates a tbody in place, one row per key, so that ticked boxes,
-  // focus and open details survive the refresh every two seconds.
-  function syncRows(tbody, items, keyOf, create, update) {
-    const existing = new Map();
-    for (const tr of Array.from(tbody.rows)) existing.set(tr.dataset.key, tr);
-    let prev = null;
-    for (const item of items) {
-      const key = String(keyOf(item));
-      let tr = existing.get(key);
-      if (tr) existing.delete(key);
-      else {
-        tr = create(item);
-        tr.dataset.key = key;
-      }
-      if (update) update(tr, item);
-      const want = prev ? prev.nextSibling : tbody.firstChild;
-      if (want !== tr) tbody.insertBefore(tr, want);
-      prev = tr;
-    }
-    for (const tr of existing.values()) tr.remove();
-  }
-
   // ---- banners ---------------------------------------------------------------
 
   function showError(err, source) {
@@ -182,10 +117,6 @@
   }
 
   // ---- rendering ---------------------------------------------------------------
-
-  function modeBadge(mode) {
-    return badge(mode || "–", "mode-" + (mode || "unknown"));
-  }
 
   function renderPods(pods) {
     state.pods = pods;
@@ -339,41 +270,6 @@
     });
   }
 
-  // usesStore says whether a pod in mode writes store; an unknown mode
-  // shows every store.
-  function usesStore(mode, store) {
-    const stores = STORES[mode];
-    return !stores || stores.includes(store);
-  }
-
-  const lineText = (l) => "item " + l.inventory_item_id + " × " + l.quantity + " → group " + l.group_id;
-  const groupsOf = (o) => Array.from(new Set((o.lines || []).map((l) => l.group_id))).sort((a, b) => a - b);
-
-  // diffTable shows the source of truth's and the shadow's outcomes side by
-  // side, one row per aspect, the rows that differ marked.
-  function diffTable(d) {
-    const a = d.primary || {};
-    const b = d.shadow || {};
-    const rows = [
-      ["status", a.status || "–", b.status || "–"],
-      ["lines", (a.lines || []).map(lineText).join("\n") || "–", (b.lines || []).map(lineText).join("\n") || "–"],
-      ["groups", groupsOf(a).join(", ") || "–", groupsOf(b).join(", ") || "–"],
-      ["latency", ms(a.latency_ms), ms(b.latency_ms), true],
-    ];
-    if (a.message || b.message) rows.push(["message", a.message || "–", b.message || "–"]);
-    if (a.replayed || b.replayed) rows.push(["replayed", a.replayed ? "yes" : "no", b.replayed ? "yes" : "no"]);
-    return el("table", { class: "compact diff", "data-field": "diff" },
-      el("thead", {}, el("tr", {},
-        el("th", { scope: "col", text: "" }),
-        el("th", { scope: "col", text: "SoT · " + (a.store || d.source_of_truth || "–") }),
-        el("th", { scope: "col", text: "shadow · " + (b.store || "–") }))),
-      el("tbody", {}, ...rows.map(([name, x, y, info]) => el("tr", {
-        "data-aspect": name, class: !info && x !== y ? "differs" : "" },
-      el("th", { scope: "row", text: name }),
-      el("td", { class: "pre", "data-side": "primary", text: x }),
-      el("td", { class: "pre", "data-side": "shadow", text: y })))));
-  }
-
   function renderDivergences(list) {
     const box = $("#divergences");
     syncRows($("tbody", box), list, (d) => d.id, (d) => el("tr", { "data-divergence": String(d.id) },
@@ -492,18 +388,6 @@
     drawWatch();
   }
 
-  // convergenceOf finds shadow convergence info in a REPORT or POD (the
-  // field may be absent: null then).
-  function convergenceOf(...objs) {
-    for (const o of objs) {
-      if (!o) continue;
-      for (const c of [o.convergence, o.shadow_convergence, o]) {
-        if (c && typeof c === "object" && typeof c.dirty_carts === "number") return c;
-      }
-    }
-    return null;
-  }
-
   function drawWatch() {
     const names = state.pods.length ? state.pods.map((p) => p.pod) : state.reports.map((r) => r.pod);
     const box = $("#watch-pods");
@@ -515,88 +399,6 @@
     });
     box.replaceChildren(...cards);
     $("#watch-empty").hidden = cards.length > 0;
-  }
-
-  function fillCard(card, p, r) {
-    const mode = p.mode || (r && r.mode);
-    const nodes = [el("h3", {}, p.pod + " ", modeBadge(mode), p.kill_switch ? badge("kill switch engaged", "bad") : null)];
-    if (p.transition) nodes.push(transitionView(p.transition));
-    const conv = convergenceOf(r, p);
-    if (conv) nodes.push(convergenceView(conv));
-    nodes.push(gatesView(p));
-    if (r) nodes.push(...chartsView(p.pod, mode, r, p));
-    else nodes.push(el("p", { class: "empty", text: "No report for this pod yet." }));
-    card.replaceChildren(...nodes);
-  }
-
-  function transitionView(t) {
-    const total = typeof t.total === "number" ? t.total : 0;
-    const copied = typeof t.copied === "number" ? t.copied : 0;
-    const share = total > 0 ? Math.min(100, (copied / total) * 100) : null;
-    return el("div", { class: "transition", "data-field": "transition" },
-      el("strong", { text: "Moving to " + (t.to || "–") + ": " }),
-      (t.phase || "") + (total ? " · " + num(copied) + " of " + num(total) + (share !== null ? " (" + share.toFixed(0) + "%)" : "") : "") +
-        (t.started_at ? " · since " + when(t.started_at) : ""),
-      total ? el("progress", { max: String(total), value: String(copied), "aria-label": "Backfill progress" }) : null);
-  }
-
-  function convergenceView(c) {
-    const parts = [num(c.dirty_carts) + " dirty " + (c.dirty_carts === 1 ? "cart" : "carts")];
-    if (c.oldest_dirty_since) parts.push("oldest since " + when(c.oldest_dirty_since));
-    const sw = c.last_sweep;
-    if (sw) {
-      parts.push("last sweep " + when(sw.at) + ": " + num(sw.holds_compared) + " holds compared, " +
-        num(sw.carts_differing) + " differing, " + num(sw.carts_converged) + " converged, " + num(sw.left) + " left");
-    }
-    return el("div", { class: "convergence", "data-field": "convergence" },
-      el("strong", { text: "Shadow convergence: " }), c.dirty_carts ? badge(parts.shift(), "warn") : badge(parts.shift(), "good"),
-      parts.length ? " " + parts.join(" · ") : "");
-  }
-
-  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + (c.passing ? " ≤ " : " > ") + pct(c.threshold)
-    : c.gate === "audit" ? (c.passing ? "clean" : "not clean")
-      : num(c.value) + " of " + num(c.threshold);
-
-  function gatesView(p) {
-    const g = p.gates || {};
-    const checks = Array.isArray(g.checks) ? g.checks : [];
-    const head = el("p", { class: "gates-head" }, el("strong", { text: "Gates to mysql: " }),
-      g.passing ? badge("passing", "good") : badge("failing", "warn"));
-    if (!checks.length) return el("div", { "data-field": "gates" }, head);
-    return el("div", { "data-field": "gates" }, head, el("table", { class: "compact gates" },
-      el("thead", {}, el("tr", {}, ...["Gate", "Value / threshold", "", "Still missing"].map((h) => el("th", { scope: "col", text: h })))),
-      el("tbody", {}, ...checks.map((c) => el("tr", { "data-gate": c.gate, class: c.passing ? "" : "failing" },
-        el("th", { scope: "row", text: c.gate }),
-        el("td", { class: "num", text: gateValue(c) }),
-        el("td", {}, c.passing ? badge("pass", "good") : badge("fail", "warn")),
-        el("td", { class: "wrap", "data-field": "missing", text: c.passing ? "–" : (c.missing || "") }))))));
-  }
-
-  function chartsView(pod, mode, r, p) {
-    const samples = Charts.samples(pod);
-    const [from, to] = Charts.span(pod, Charts.parseWindow(r.window));
-    const windowLabel = r.window || "15m";
-    const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
-      points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
-    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "divergence_rate");
-    const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
-    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, minMax: 0.001 });
-    const lat = [];
-    ["redis", "mysql"].forEach((store, i) => {
-      for (const q of ["p50", "p99"]) {
-        const used = usesStore(mode, store);
-        lat.push({ key: store + "_" + q, label: (store === "mysql" ? "MySQL " : "Redis ") + q, cls: "l" + i + q,
-          points: used ? samples.filter((x) => x.lat[store]).map((x) => [x.t, x.lat[store][q]]) : null });
-      }
-    });
-    const latChart = Charts.lineChart(lat, from, to, { title: "Latency by store, " + pod, format: ms, minMax: 1 });
-    return [
-      el("figure", { class: "chart-box", "data-chart": "divergence" },
-        el("figcaption", { text: "Divergence rate by kind (" + windowLabel + " window, " + samples.length + " samples)" }),
-        divChart, Charts.legend(kinds.filter((s) => s.points.some(([, v]) => v > 0)), pct)),
-      el("figure", { class: "chart-box", "data-chart": "latency" },
-        el("figcaption", { text: "Latency p50 / p99 by store" }), latChart, Charts.legend(lat, ms)),
-    ];
   }
 
   // renderRole shows which token the page holds; a viewer's page hides

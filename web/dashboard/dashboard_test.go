@@ -31,7 +31,7 @@ const (
 
 func TestFS(t *testing.T) {
 	t.Run("HoldsTheAssets", func(t *testing.T) {
-		for _, name := range []string{"index.html", "app.js", "charts.js", "style.css"} {
+		for _, name := range []string{"index.html", "app.js", "ui.js", "charts.js", "watch.js", "style.css"} {
 			b, err := fs.ReadFile(dashboard.FS, name)
 			if err != nil {
 				t.Fatalf("read %s: %v", name, err)
@@ -42,7 +42,7 @@ func TestFS(t *testing.T) {
 		}
 	})
 	t.Run("LoadsNothingFromElsewhere", func(t *testing.T) {
-		for _, name := range []string{"index.html", "app.js", "charts.js", "style.css"} {
+		for _, name := range []string{"index.html", "app.js", "ui.js", "charts.js", "watch.js", "style.css"} {
 			b, _ := fs.ReadFile(dashboard.FS, name)
 			// The SVG namespace is a name, not an address anything is fetched from.
 			b = bytes.ReplaceAll(b, []byte(`"http://www.w3.org/2000/svg"`), nil)
