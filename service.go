@@ -128,6 +128,18 @@ type KillSwitchState struct {
 	Since   *time.Time `json:"since"`
 	Reason  string     `json:"reason"`
 	Refused []Refusal  `json:"refused,omitempty"`
+	// Engagements says, per engaged pod (in the order of Pods), since when
+	// and why its kill switch is engaged; an extension of API.md.
+	Engagements []KillSwitchEngagement `json:"engagements,omitempty"`
+}
+
+// KillSwitchEngagement is one pod's engaged kill switch: since when, by
+// whom and why.
+type KillSwitchEngagement struct {
+	Pod    string    `json:"pod"`
+	Since  time.Time `json:"since"`
+	Actor  string    `json:"actor,omitempty"`
+	Reason string    `json:"reason"`
 }
 
 // LatencyStats is a store's latency percentiles in a report.

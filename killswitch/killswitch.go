@@ -337,7 +337,7 @@ func (s *Switch) Engaged(pod string) bool {
 }
 
 // State returns the engaged pods (sorted), since the earliest engagement,
-// and the reason of the latest.
+// and the reason of the latest; Engagements gives each pod's own.
 func (s *Switch) State() tandem.KillSwitchState {
 	s.init()
 	snap := s.state.Load()
@@ -355,6 +355,10 @@ func (s *Switch) State() tandem.KillSwitchState {
 	}
 	sort.Strings(st.Pods)
 	st.Engaged = len(st.Pods) > 0
+	for _, pod := range st.Pods {
+		e := snap.pods[pod]
+		st.Engagements = append(st.Engagements, tandem.KillSwitchEngagement{Pod: pod, Since: e.At, Actor: e.Actor, Reason: e.Reason})
+	}
 	return st
 }
 

@@ -248,6 +248,28 @@ func TestSwitch_Engage(t *testing.T) {
 		}
 	})
 
+	t.Run("EngagementsPerPod", func(t *testing.T) {
+		clk := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+		s := openSwitch(t, newMemChannel(), nil, nil)
+		s.Now = func() time.Time { return clk }
+		s.Engage(ctx, []string{"pod-b"}, change)
+		clk = clk.Add(time.Minute)
+		st, _ := s.Engage(ctx, []string{"pod-a"}, tandem.Change{Actor: "bob", Reason: "second"})
+		want := []tandem.KillSwitchEngagement{
+			{Pod: "pod-a", Since: clk, Actor: "bob", Reason: "second"},
+			{Pod: "pod-b", Since: clk.Add(-time.Minute), Actor: "alice", Reason: change.Reason},
+		}
+		if !slices.EqualFunc(st.Engagements, want, func(a, b tandem.KillSwitchEngagement) bool {
+			return a.Pod == b.Pod && a.Since.Equal(b.Since) && a.Actor == b.Actor && a.Reason == b.Reason
+		}) {
+			t.Errorf("got engagements %+v, want %+v", st.Engagements, want)
+		}
+		st, _ = s.Disengage(ctx, nil, change)
+		if len(st.Engagements) != 0 {
+			t.Errorf("after disengaging all: got engagements %+v, want none", st.Engagements)
+		}
+	})
+
 	t.Run("ErrUnknownPod", func(t *testing.T) {
 		s := openSwitch(t, newMemChannel(), nil, nil)
 		_, err := s.Engage(ctx, []string{"pod-a", "pod-x"}, change)

@@ -106,6 +106,29 @@ func TestE2EDashboard(t *testing.T) {
 			if ks["engaged"] != true || len(strs(ks["pods"])) != 2 || ks["reason"] != "checkout errors" {
 				t.Errorf("got kill switch %v through the API, want engaged for both with the reason", ks)
 			}
+			// Each row says since when and why, from KILLSWITCH.engagements.
+			b.WaitFor(field(podA, "kill_reason") + ` === "checkout errors (erin)"`)
+			if got := b.Text(fmt.Sprintf(`[data-pod=%q] [data-field="kill_since"]`, podB)); !strings.HasPrefix(got, "since 20") {
+				t.Errorf("got pod B since %q, want the engagement time", got)
+			}
+		}},
+		{"RowUnkillAfterConfirmation", func(t *testing.T) {
+			b.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-pod=%q] [data-action="unkill"]`, podB))))
+			b.WaitFor(`document.querySelector("#confirm-dialog").open`)
+			b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "pod B is fine"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(field(podB, "kill_switch") + ` === "off"`)
+			in.Admin.tb = t
+			ks := in.Admin.must(http.MethodGet, "/admin/killswitch", nil, http.StatusOK)
+			if got := strs(ks["pods"]); len(got) != 1 || got[0] != podA {
+				t.Errorf("got engaged pods %v through the API, want pod A alone", got)
+			}
+		}},
+		{"WatchDrawsTheRealReport", func(t *testing.T) {
+			card := fmt.Sprintf(`[data-testid="watch-%s"]`, podA)
+			b.WaitFor(`(document.querySelector('` + card + ` [data-chart="divergence"] polyline[data-series="outcome_mismatch"]')?.getAttribute("points") || "").trim().split(/\s+/).length >= 2`)
+			if got := b.Text(card + ` [data-gate="comparisons"]`); !strings.Contains(got, " of ") {
+				t.Errorf("got the comparisons gate %q, want its value of its threshold", got)
+			}
 		}},
 		{"Screenshot", func(t *testing.T) {
 			b.WaitFor(`document.querySelector("#audit-log").textContent.includes("killswitch_engage")`)
@@ -151,7 +174,7 @@ func TestE2EDashboardViewer(t *testing.T) {
 	hidden := func(sel string) string {
 		return fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).every((e) => getComputedStyle(e).display === "none")`, sel)
 	}
-	for _, sel := range []string{"#killswitch-engage", "#killswitch-disengage", `[data-action="mode"]`, `[data-action="audit"]`, `[data-field="select"]`} {
+	for _, sel := range []string{"#killswitch-engage", "#killswitch-disengage", `[data-action="mode"]`, `[data-action="audit"]`, `[data-action="kill"]`, `[data-action="unkill"]`, `[data-field="select"]`, "#plan-start", "#plan-pause", "#plan-abort"} {
 		if n := browsertest.Eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)); n == 0 {
 			t.Errorf("got no %s on the page, want it there but hidden", sel)
 		}

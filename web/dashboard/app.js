@@ -17,16 +17,21 @@
     mysql: ["shadow", "mysql_only"],
     mysql_only: ["mysql"],
   };
-  const KINDS = ["outcome_mismatch", "location_mismatch", "shadow_error",
-    "shadow_timeout", "shadow_dropped", "state_drift"];
-
-  const $ = (sel, root) => (root || document).querySelector(sel);
+  // OVERRIDABLE are the failed gates that force overrides; the others
+  // (kill_switch, transition, resync) refuse whatever force says.
+  const OVERRIDABLE = ["min_comparisons", "max_divergence_rate", "audit_clean"];
+  const Charts = window.TandemCharts;
+  const { KINDS, $, el, badge, when, timeCell, pct, num, ms, syncRows, modeBadge, usesStore } = window.TandemUI;
+  const { fillCard, diffTable } = window.TandemWatch;
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
     actor: sessionStorage.getItem(ACTOR_KEY) || "",
     pods: [],
     selected: new Set(), // pods ticked for the kill switch
+    ks: { engaged: false, pods: [] }, // the last KILLSWITCH answer
+    plan: null, // the last PLAN answer
+    reports: [], // the last REPORT answers
     timer: null,
     refreshing: false,
     again: false, // a refresh was asked for while one was running
@@ -85,66 +90,6 @@
 
   const podPath = (pod, action) => "/admin/pods/" + encodeURIComponent(pod) + "/" + action;
 
-  // ---- small DOM helpers ---------------------------------------------------
-
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else e.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) {
-      if (c === null || c === undefined || c === false) continue;
-      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return e;
-  }
-
-  function badge(text, kind) {
-    return el("span", { class: "badge " + (kind || ""), text: text });
-  }
-
-  function when(iso) {
-    if (!iso || iso.startsWith("0001-")) return "–";
-    const d = new Date(iso);
-    if (isNaN(d)) return iso;
-    const p = (n) => String(n).padStart(2, "0");
-    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " +
-      p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
-  }
-
-  function timeCell(iso) {
-    return el("td", { title: iso || "" }, el("time", { datetime: iso || "", text: when(iso) }));
-  }
-
-  const pct = (r) => (typeof r === "number" ? (r * 100).toFixed(3) + "%" : "–");
-  const num = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "–");
-  const ms = (v) => (typeof v === "number" ? v.toFixed(2) + " ms" : "–");
-
-  // syncRows updates a tbody in place, one row per key, so that ticked boxes,
-  // focus and open details survive the refresh every two seconds.
-  function syncRows(tbody, items, keyOf, create, update) {
-    const existing = new Map();
-    for (const tr of Array.from(tbody.rows)) existing.set(tr.dataset.key, tr);
-    let prev = null;
-    for (const item of items) {
-      const key = String(keyOf(item));
-      let tr = existing.get(key);
-      if (tr) existing.delete(key);
-      else {
-        tr = create(item);
-        tr.dataset.key = key;
-      }
-      if (update) update(tr, item);
-      const want = prev ? prev.nextSibling : tbody.firstChild;
-      if (want !== tr) tbody.insertBefore(tr, want);
-      prev = tr;
-    }
-    for (const tr of existing.values()) tr.remove();
-  }
-
   // ---- banners ---------------------------------------------------------------
 
   function showError(err, source) {
@@ -173,10 +118,6 @@
 
   // ---- rendering ---------------------------------------------------------------
 
-  function modeBadge(mode) {
-    return badge(mode || "–", "mode-" + (mode || "unknown"));
-  }
-
   function renderPods(pods) {
     state.pods = pods;
     for (const name of Array.from(state.selected)) {
@@ -200,19 +141,23 @@
     modeBtn.addEventListener("click", () => openModeDialog(tr.dataset.key));
     const auditBtn = el("button", { type: "button", class: "secondary change", "data-action": "audit", "aria-label": "Run the audit of " + p.pod, text: "Audit…" });
     auditBtn.addEventListener("click", () => openAuditDialog(tr.dataset.key));
+    const killBtn = el("button", { type: "button", class: "danger change", "data-action": "kill", "aria-label": "Engage the kill switch of " + p.pod, text: "Kill…" });
+    killBtn.addEventListener("click", () => openKillSwitchDialog(true, [tr.dataset.key]));
+    const unkillBtn = el("button", { type: "button", class: "secondary change", "data-action": "unkill", "aria-label": "Disengage the kill switch of " + p.pod, text: "Unkill…" });
+    unkillBtn.addEventListener("click", () => openKillSwitchDialog(false, [tr.dataset.key]));
     tr.append(
       el("td", {}, box),
       el("th", { scope: "row", "data-field": "pod", text: p.pod }),
       el("td", { "data-field": "mode" }),
       el("td", { "data-field": "source_of_truth" }),
       el("td", { "data-field": "shadow" }),
-      el("td", { "data-field": "kill_switch" }),
+      el("td", { class: "wrap ks-cell" }, el("span", { "data-field": "kill_switch" }), el("div", { "data-field": "kill_detail", class: "ks-detail" })),
       el("td", { "data-field": "shops" }),
       el("td", { "data-field": "comparisons", class: "num" }),
       el("td", { "data-field": "divergence_rate", class: "num" }),
       el("td", { "data-field": "last_audit_clean" }),
       el("td", { "data-field": "passing", class: "wrap" }),
-      el("td", { class: "row-actions" }, modeBtn, auditBtn),
+      el("td", { class: "row-actions" }, modeBtn, auditBtn, killBtn, unkillBtn),
     );
     return tr;
   }
@@ -232,6 +177,9 @@
     setField(tr, "kill_switch", p.kill_switch ? badge("engaged", "bad") : badge("off", "muted"));
     tr.querySelector('[data-field="kill_switch"]').dataset.value = p.kill_switch ? "engaged" : "off";
     tr.classList.toggle("killed", !!p.kill_switch);
+    tr.querySelector('[data-action="kill"]').hidden = !!p.kill_switch;
+    tr.querySelector('[data-action="unkill"]').hidden = !p.kill_switch;
+    setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
     setField(tr, "shops", p.shops || "–");
     setField(tr, "comparisons", num(g.comparisons));
     setField(tr, "divergence_rate", pct(g.divergence_rate));
@@ -241,7 +189,41 @@
       !g.passing && failed.length ? el("span", { class: "gate-list", text: failed.join(", ") }) : null);
   }
 
+  // engagementOf returns a pod's own engagement {since, reason, actor}: from
+  // KILLSWITCH.engagements, or the switch-wide since/reason when this pod
+  // is the only one engaged; null when unknown.
+  function engagementOf(pod) {
+    const ks = state.ks || {};
+    const e = (ks.engagements || []).find((x) => x.pod === pod);
+    if (e) return e;
+    const pods = ks.pods || [];
+    if (pods.length === 1 && pods[0] === pod) return { since: ks.since, reason: ks.reason };
+    return null;
+  }
+
+  function killDetail(pod, engaged) {
+    if (!engaged) return [];
+    const e = engagementOf(pod);
+    if (!e) return [];
+    return [
+      el("span", { "data-field": "kill_since" }, "since ", el("time", { datetime: e.since || "", text: when(e.since) })),
+      el("span", { "data-field": "kill_reason", class: "ks-reason", text: e.reason + (e.actor ? " (" + e.actor + ")" : "") }),
+    ];
+  }
+
   function renderKillSwitch(ks) {
+    state.ks = ks || { engaged: false, pods: [] };
+    for (const tr of Array.from($("#pods tbody").rows)) {
+      const p = state.pods.find((x) => x.pod === tr.dataset.key);
+      if (p) setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
+    }
+    const list = $("#killswitch-pods");
+    list.replaceChildren(...(ks.pods || []).map((pod) => {
+      const e = engagementOf(pod);
+      return el("li", { "data-pod": pod }, el("strong", { text: pod }),
+        e ? " since " + when(e.since) + (e.actor ? " by " + e.actor : "") + ": " + (e.reason || "") : "");
+    }));
+    list.hidden = !ks.engaged;
     const p = $("#killswitch-state");
     p.dataset.engaged = ks.engaged ? "true" : "false";
     p.classList.toggle("engaged", !!ks.engaged);
@@ -270,6 +252,7 @@
         if (n) kinds.push(badge(k + " " + num(n), "warn"));
       }
       const lat = (store) => {
+        if (!usesStore(r.mode, store)) return "n/a";
         const s = (r.latency_ms || {})[store];
         return s ? ms(s.p50) + " / " + ms(s.p99) : "–";
       };
@@ -287,11 +270,6 @@
     });
   }
 
-  function outcomeCell(o) {
-    const pre = el("pre", { class: "json", text: JSON.stringify(o || {}, null, 2) });
-    return el("td", {}, pre);
-  }
-
   function renderDivergences(list) {
     const box = $("#divergences");
     syncRows($("tbody", box), list, (d) => d.id, (d) => el("tr", { "data-divergence": String(d.id) },
@@ -301,8 +279,7 @@
       el("td", { text: d.op }),
       el("td", {}, badge(d.kind, "warn")),
       el("td", { text: (d.shop_id ? "shop " + d.shop_id : "–") + (d.cart_token ? " · " + d.cart_token : "") }),
-      outcomeCell(d.primary),
-      outcomeCell(d.shadow),
+      el("td", {}, diffTable(d)),
     ));
     $("p.empty", box).hidden = list.length > 0;
   }
@@ -333,18 +310,95 @@
     $("#instances tbody").replaceChildren(...rows);
   }
 
-  // renderPlan shows the rollout plan in one line: phase, pods promoted out
-  // of the rollout order, and why it waits.
-  function renderPlan(p) {
-    p = p || {};
-    const order = p.order || [];
+  // planPods lists the plan's pods in its order with their real mode:
+  // PLAN.pods when the server gives them, else PLAN.order with each pod's
+  // mode from GET /admin/pods.
+  function planPods(p) {
+    const modeOf = (name) => (state.pods.find((x) => x.pod === name) || {}).mode;
+    if (Array.isArray(p.pods) && p.pods.length) {
+      return p.pods.map((x) => ({ pod: x.pod, mode: modeOf(x.pod) || x.mode, step: x.step, soak_until: x.soak_until }));
+    }
     const promoted = p.promoted || [];
-    let text = (p.phase || "unknown") + ": " + promoted.length + " of " + order.length + " pods promoted";
-    if (order.length) text += " (order " + order.join(", ") + ")";
+    const order = (p.order && p.order.length) ? p.order : state.pods.map((x) => x.pod);
+    return order.map((name) => ({ pod: name, mode: modeOf(name),
+      step: promoted.includes(name) ? "promoted" : "pending",
+      soak_until: promoted[promoted.length - 1] === name ? p.soak_until : undefined }));
+  }
+
+  function renderPlan(p) {
+    state.plan = p || {};
+    drawPlan();
+  }
+
+  // drawPlan shows the plan's phase, what it promoted, why it waits, and
+  // the mode each pod is really in (a pod moved by hand counts too).
+  function drawPlan() {
+    const p = state.plan;
+    if (!p) return;
+    const phase = p.phase || "unknown";
+    const pods = planPods(p);
+    const promoted = p.promoted || pods.filter((x) => x.step === "done" || x.step === "promoted").map((x) => x.pod);
+    let text = phase + ": " + promoted.length + " of " + pods.length + " pods promoted by the plan";
+    if (p.order && p.order.length) text += " (order " + p.order.join(", ") + ")";
     if (p.waiting) text += "; " + p.waiting;
     const e = $("#plan-state");
-    e.dataset.phase = p.phase || "unknown";
+    e.dataset.phase = phase;
     e.textContent = text;
+    const counts = {};
+    for (const x of pods) counts[x.mode || "unknown"] = (counts[x.mode || "unknown"] || 0) + 1;
+    const onMySQL = pods.filter((x) => x.mode === "mysql" || x.mode === "mysql_only").length;
+    $("#plan-modes").textContent = "Pods now: " + onMySQL + " of " + pods.length + " on MySQL as source of truth (" +
+      MODES.filter((m) => counts[m]).map((m) => counts[m] + " " + m).join(", ") + ")";
+    syncRows($("#plan-pods tbody"), pods, (x) => x.pod, (x) => el("tr", { "data-pod": x.pod }), (tr, x) => {
+      tr.replaceChildren(
+        el("th", { scope: "row", text: x.pod }),
+        el("td", { "data-field": "mode" }, modeBadge(x.mode)),
+        el("td", { "data-field": "step", text: x.step || "–" }),
+        el("td", { text: x.soak_until ? when(x.soak_until) : "–" }),
+      );
+    });
+    $("#plan-start").textContent = phase === "paused" ? "Resume…" : "Start…";
+    $("#plan-start").disabled = phase === "running";
+    $("#plan-pause").disabled = phase !== "running";
+    $("#plan-abort").disabled = phase !== "running" && phase !== "paused";
+  }
+
+  function openPlanDialog(action) {
+    const what = { start: state.plan && state.plan.phase === "paused" ? "Resume" : "Start", pause: "Pause", abort: "Abort" }[action];
+    openDialog({
+      title: what + " the rollout plan",
+      body: [el("p", { text: {
+        start: "The plan moves the pods one at a time, smallest first: redis → shadow → mysql, each after its soak and its gates.",
+        pause: "The plan stops advancing; pods stay in their modes until it is resumed.",
+        abort: "The plan stops for good; pods stay in their modes. A new plan starts over.",
+      }[action] })],
+      okLabel: what + " plan",
+      danger: action === "abort",
+      run: async (reason) => {
+        renderPlan(await api("POST", "/admin/plan/" + action, { reason }));
+        showNotice(el("span", { text: "Plan: " + action + " sent." }));
+      },
+    });
+  }
+
+  // ---- migration watch: per pod charts, gates and convergence ------------------
+
+  function renderWatch(reports) {
+    state.reports = reports;
+    drawWatch();
+  }
+
+  function drawWatch() {
+    const names = state.pods.length ? state.pods.map((p) => p.pod) : state.reports.map((r) => r.pod);
+    const box = $("#watch-pods");
+    const existing = new Map(Array.from(box.children).map((c) => [c.dataset.pod, c]));
+    const cards = names.map((name) => {
+      const card = existing.get(name) || el("article", { class: "pod-card", "data-pod": name, "data-testid": "watch-" + name });
+      fillCard(card, state.pods.find((p) => p.pod === name) || { pod: name }, state.reports.find((r) => r.pod === name));
+      return card;
+    });
+    box.replaceChildren(...cards);
+    $("#watch-empty").hidden = cards.length > 0;
   }
 
   // renderRole shows which token the page holds; a viewer's page hides
@@ -388,15 +442,20 @@
     const calls = [
       ["/admin/pods", (d) => renderPods(d.pods || [])],
       ["/admin/killswitch", renderKillSwitch],
-      ["/admin/report", (d) => renderReport(d.pods || [])],
+      ["/admin/report", (d) => {
+        Charts.record(d.pods || [], Date.now());
+        renderReport(d.pods || []);
+        renderWatch(d.pods || []);
+      }],
       ["/admin/divergences?limit=50", (d) => renderDivergences(d.divergences || [])],
       ["/admin/audit-log?limit=50", (d) => renderAuditLog(d.entries || [])],
       ["/admin/instances", (d) => renderInstances(d.instances || [])],
     ];
-    const plan = api("GET", "/admin/plan").then(renderPlan).catch(planUnavailable);
+    const plan = api("GET", "/admin/plan").then((p) => { state.planError = null; return p; })
+      .catch((e) => { state.planError = e; return null; });
     const role = api("GET", "/admin/whoami").then(renderRole).catch(roleUnknown);
     const results = await Promise.allSettled(calls.map(([path]) => api("GET", path)));
-    await plan;
+    const planAnswer = await plan;
     await role;
     let failure = null;
     results.forEach((r, i) => {
@@ -410,6 +469,10 @@
         failure = failure || r.reason;
       }
     });
+    // The plan shows the pods' real modes: drawn after /admin/pods.
+    if (planAnswer) renderPlan(planAnswer);
+    else planUnavailable(state.planError);
+    drawWatch();
     state.refreshing = false;
     if (state.again) {
       state.again = false;
@@ -470,6 +533,13 @@
     $("#refresh-status").textContent = "Not connected: enter the admin token.";
     for (const id of ["#pods", "#report", "#audit-log", "#instances"]) $(id + " tbody").replaceChildren();
     $("#divergences tbody").replaceChildren();
+    $("#plan-pods tbody").replaceChildren();
+    $("#plan-modes").textContent = "";
+    state.pods = [];
+    state.reports = [];
+    state.plan = null;
+    Charts.clear();
+    drawWatch();
     renderKillSwitch({ engaged: false });
     $("#plan-state").dataset.phase = "unknown";
     $("#plan-state").textContent = "Unknown";
@@ -550,10 +620,15 @@
         would ? badge("would apply", "good") : badge("would be refused", "bad")),
       el("div", { "data-field": "failed_gates" }, "Failed gates: " + (gates.length ? gates.join(", ") : "none")),
     );
-    if (!would && !force) {
-      out.append(el("div", { class: "hint", text: "Tick Force to override the gates (logged), or wait until they pass." }));
+    if (res && res.message) out.append(el("div", { class: "hint", "data-field": "message", text: res.message }));
+    const fixed = gates.filter((g) => !OVERRIDABLE.includes(g));
+    if (fixed.length) {
+      out.append(el("div", { class: "hint", "data-field": "force_hint", text: "Force cannot override " + fixed.join(", ") +
+        (fixed.includes("kill_switch") ? ": disengage the pod's kill switch first." : ": this change is refused until that is fixed.") }));
+    } else if (!would && !force) {
+      out.append(el("div", { class: "hint", "data-field": "force_hint", text: "Tick Force to override the gates (logged), or wait until they pass." }));
     }
-    ok.disabled = !would && !force;
+    ok.disabled = !would && (!force || fixed.length > 0);
   }
 
   async function submitDialog(ev) {
@@ -630,10 +705,12 @@
     });
   }
 
-  function openKillSwitchDialog(engage) {
-    const pods = Array.from(state.selected);
+  // openKillSwitchDialog engages or disengages the pods given (a row's
+  // button), else the ticked pods, else every pod.
+  function openKillSwitchDialog(engage, only) {
+    const pods = only || Array.from(state.selected);
     const names = pods.length ? pods : state.pods.map((p) => p.pod);
-    const scope = pods.length ? "the selected pods" : "ALL pods";
+    const scope = only ? only.join(", ") : pods.length ? "the selected pods" : "ALL pods";
     openDialog({
       title: (engage ? "Engage" : "Disengage") + " the kill switch for " + scope,
       body: [
@@ -673,6 +750,9 @@
     $("#confirm-cancel").addEventListener("click", closeDialog);
     $("#confirm-dialog").addEventListener("close", () => { state.dialog = null; });
     $("#mode-target").addEventListener("change", dryRun);
+    for (const action of ["start", "pause", "abort"]) {
+      $("#plan-" + action).addEventListener("click", () => openPlanDialog(action));
+    }
     $("#confirm-force").addEventListener("change", dryRun);
     updateKillSwitchButtons();
     $("#actor-input").value = state.actor;

@@ -30,8 +30,8 @@ const (
 )
 
 func TestFS(t *testing.T) {
-	t.Run("HoldsTheThreeAssets", func(t *testing.T) {
-		for _, name := range []string{"index.html", "app.js", "style.css"} {
+	t.Run("HoldsTheAssets", func(t *testing.T) {
+		for _, name := range []string{"index.html", "app.js", "ui.js", "charts.js", "watch.js", "style.css"} {
 			b, err := fs.ReadFile(dashboard.FS, name)
 			if err != nil {
 				t.Fatalf("read %s: %v", name, err)
@@ -42,8 +42,10 @@ func TestFS(t *testing.T) {
 		}
 	})
 	t.Run("LoadsNothingFromElsewhere", func(t *testing.T) {
-		for _, name := range []string{"index.html", "app.js", "style.css"} {
+		for _, name := range []string{"index.html", "app.js", "ui.js", "charts.js", "watch.js", "style.css"} {
 			b, _ := fs.ReadFile(dashboard.FS, name)
+			// The SVG namespace is a name, not an address anything is fetched from.
+			b = bytes.ReplaceAll(b, []byte(`"http://www.w3.org/2000/svg"`), nil)
 			for _, bad := range []string{"http://", "https://", "//cdn", "document.cookie", "localStorage"} {
 				if strings.Contains(string(b), bad) {
 					t.Errorf("got %q in %s, want none (no CDN, token only in sessionStorage)", bad, name)
@@ -89,18 +91,15 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("got pod-b mode %q, want shadow", got)
 			}
 			b.WaitFor(`document.querySelector("#error-banner").hidden`)
-			b.WaitFor(`document.querySelectorAll("#divergences tbody tr").length === 1`)
-			if got := b.Text("#divergences"); !strings.Contains(got, "insufficient_inventory") || !strings.Contains(got, `"store": "mysql"`) {
-				t.Errorf("got divergences %q, want both outcomes as JSON", got)
-			}
-			if got := b.Text("#report"); !strings.Contains(got, "1.20 ms / 4.50 ms") {
+			b.WaitFor(`document.querySelectorAll("#divergences tbody tr[data-divergence]").length === 1`)
+			if got := b.Text("#report"); !strings.Contains(got, "1.20 ms / ") {
 				t.Errorf("got report %q, want redis latency p50 / p99", got)
 			}
 			if got := b.Text("#instances"); !strings.Contains(got, "i-1") || !strings.Contains(got, "stale") {
 				t.Errorf("got instances %q, want i-1 and the stale one", got)
 			}
-			b.WaitFor(`document.querySelector("#plan-state").dataset.phase === "running"`)
-			if got, want := b.Text("#plan-state"), "running: 1 of 2 pods promoted (order pod-b, pod-a); soaking pod-b"; got != want {
+			b.WaitFor(`document.querySelector("#plan-state").dataset.phase === "idle"`)
+			if got, want := b.Text("#plan-state"), "idle: 0 of 3 pods promoted by the plan (order pod-a, pod-b, pod-c)"; got != want {
 				t.Errorf("got plan line %q, want %q", got, want)
 			}
 			if got := browsertest.Eval[string](b, `sessionStorage.getItem("tandem.adminToken")`); got != adminToken {
@@ -109,6 +108,112 @@ func TestDashboard(t *testing.T) {
 			if got := browsertest.Eval[string](b, `document.cookie + location.href`); strings.Contains(got, adminToken) {
 				t.Errorf("got the token in a cookie or the URL: %q", got)
 			}
+		}},
+		{"PlanShowsRealModes", func(t *testing.T) {
+			b.T = t
+			// The plan promoted nothing, but pod-c is on mysql: the panel
+			// says so rather than "0 of 3".
+			b.WaitFor(`document.querySelector("#plan-modes").textContent.includes("1 of 3 on MySQL")`)
+			if got := b.Text("#plan-modes"); !strings.Contains(got, "1 redis, 1 shadow, 1 mysql") {
+				t.Errorf("got plan modes %q, want the count per mode", got)
+			}
+			if got := b.Text(`#plan-pods [data-pod="pod-c"] [data-field="mode"]`); got != "mysql" {
+				t.Errorf("got pod-c's mode in the plan %q, want mysql", got)
+			}
+		}},
+		{"LatencyNotApplicableForUnusedStore", func(t *testing.T) {
+			b.T = t
+			b.WaitFor(`document.querySelector('#report [data-pod="pod-a"] [data-field="latency_mysql"]')?.textContent === "n/a"`)
+			if got := b.Text(`#report [data-pod="pod-a"] [data-field="latency_redis"]`); !strings.HasPrefix(got, "1.20 ms / ") {
+				t.Errorf("got pod-a redis latency %q, want its p50 / p99", got)
+			}
+			if got := b.Text(`#report [data-pod="pod-b"] [data-field="latency_mysql"]`); !strings.HasPrefix(got, "2.50 ms / ") {
+				t.Errorf("got pod-b mysql latency %q, want its p50 / p99 (shadow uses both stores)", got)
+			}
+			if got := b.Text(`[data-testid="watch-pod-a"] [data-chart="latency"] .legend [data-series="mysql_p50"]`); !strings.Contains(got, "n/a") {
+				t.Errorf("got pod-a's MySQL p50 legend %q, want n/a", got)
+			}
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-a"] polyline[data-series^="mysql"]').length`); n != 0 {
+				t.Errorf("got %d MySQL latency lines for a redis pod, want none", n)
+			}
+		}},
+		{"ChartsDrawSamples", func(t *testing.T) {
+			b.T = t
+			// Two polls of the report or more: each series is a line.
+			for _, sel := range []string{
+				`[data-testid="watch-pod-b"] [data-chart="divergence"] polyline[data-series="outcome_mismatch"]`,
+				`[data-testid="watch-pod-b"] [data-chart="latency"] polyline[data-series="mysql_p99"]`,
+				`[data-testid="watch-pod-b"] [data-chart="latency"] polyline[data-series="redis_p50"]`,
+				`[data-testid="watch-pod-c"] [data-chart="latency"] polyline[data-series="mysql_p50"]`,
+			} {
+				b.WaitFor(`(document.querySelector(` + "`" + sel + "`" + `)?.getAttribute("points") || "").trim().split(/\s+/).length >= 2`)
+			}
+			pts := browsertest.Eval[string](b, `document.querySelector('[data-testid="watch-pod-b"] [data-chart="divergence"] polyline[data-series="outcome_mismatch"]').getAttribute("points")`)
+			for _, p := range strings.Fields(pts) {
+				var x, y float64
+				if _, err := fmt.Sscanf(p, "%g,%g", &x, &y); err != nil || x < 0 || y < 0 {
+					t.Errorf("got point %q in %q, want x,y inside the chart", p, pts)
+				}
+			}
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-b"] [data-chart="divergence"] line.threshold').length`); n != 1 {
+				t.Errorf("got %d threshold lines on pod-b's divergence chart, want the gate's", n)
+			}
+		}},
+		{"GatesShowValueThresholdAndMissing", func(t *testing.T) {
+			b.T = t
+			row := `[data-testid="watch-pod-b"] [data-gate="comparisons"]`
+			b.WaitFor(`document.querySelector('` + row + `') !== null`)
+			if got := b.Text(row); !strings.Contains(got, "420 of 1,000") || !strings.Contains(got, "580 more comparisons in the 15m window") || !strings.Contains(got, "fail") {
+				t.Errorf("got comparisons gate %q, want value, threshold and what is missing", got)
+			}
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
+				t.Errorf("got divergence rate gate %q, want value against threshold", got)
+			}
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit"]`); !strings.Contains(got, "pass") {
+				t.Errorf("got audit gate %q, want pass", got)
+			}
+		}},
+		{"ConvergenceAndBackfillWhenPresent", func(t *testing.T) {
+			b.T = t
+			b.WaitFor(`document.querySelector('[data-testid="watch-pod-c"] [data-field="transition"]') !== null`)
+			if got := b.Text(`[data-testid="watch-pod-c"] [data-field="transition"]`); !strings.Contains(got, "41,000 of 60,000 (68%)") || !strings.Contains(got, "backfill") {
+				t.Errorf("got transition %q, want the backfill progress", got)
+			}
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-field="convergence"]`); !strings.Contains(got, "3 dirty carts") || !strings.Contains(got, "120 holds compared") {
+				t.Errorf("got convergence %q, want dirty carts and the last sweep", got)
+			}
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-a"] [data-field="convergence"], [data-testid="watch-pod-a"] [data-field="transition"]').length`); n != 0 {
+				t.Errorf("got %d convergence or transition views for pod-a, which has neither, want none", n)
+			}
+		}},
+		{"DivergenceSideBySide", func(t *testing.T) {
+			b.T = t
+			row := `#divergences [data-divergence="17"] `
+			if got := b.Text(row + `[data-aspect="status"] [data-side="primary"]`); got != "reserved" {
+				t.Errorf("got SoT status %q, want reserved", got)
+			}
+			if got := b.Text(row + `[data-aspect="status"] [data-side="shadow"]`); got != "insufficient_inventory" {
+				t.Errorf("got shadow status %q, want insufficient_inventory", got)
+			}
+			if !browsertest.Eval[bool](b, `document.querySelector('`+row+`[data-aspect="status"]').classList.contains("differs")`) {
+				t.Errorf("got the status row unmarked, want it marked as differing")
+			}
+			if got := b.Text(row + `[data-aspect="lines"] [data-side="primary"]`); got != "item 100 × 2 → group 1" {
+				t.Errorf("got SoT lines %q, want item 100 × 2 → group 1", got)
+			}
+			if got := b.Text(row + `[data-aspect="groups"]`); !strings.Contains(got, "1") {
+				t.Errorf("got groups %q, want group 1", got)
+			}
+			if got := b.Text(row + `[data-aspect="latency"]`); !strings.Contains(got, "1.10 ms") || !strings.Contains(got, "3.40 ms") {
+				t.Errorf("got latency %q, want both stores'", got)
+			}
+			if strings.Contains(b.Text("#divergences"), `"store"`) {
+				t.Errorf("got raw JSON in the divergences, want the side-by-side view")
+			}
+		}},
+		{"Screenshot", func(t *testing.T) {
+			b.T = t
+			screenshot(t, b, "dashboard.png")
 		}},
 		{"ModeChangeRunsDryRunThenApplies", func(t *testing.T) {
 			b.T = t
@@ -156,6 +261,88 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("got pod-b mode %q, want shadow (nothing applied)", got)
 			}
 		}},
+		{"RowKillShowsSinceAndReason", func(t *testing.T) {
+			b.T = t
+			podB := `[data-pod="pod-b"]`
+			b.Do(chromedp.Click(chromedp.CSS(podB + ` [data-action="kill"]`)))
+			b.WaitFor(`document.querySelector("#confirm-dialog").open`)
+			if got := b.Text("#confirm-body"); !strings.Contains(got, "pod-b") || strings.Contains(got, "pod-a") {
+				t.Errorf("got dialog %q, want pod-b alone", got)
+			}
+			if api.killSwitch().Engaged {
+				t.Fatalf("got the kill switch engaged before confirmation, want it off")
+			}
+			b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "pod-b p99 up"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(`document.querySelector('[data-pod="pod-b"] [data-field="kill_switch"]').textContent === "engaged"`)
+			b.WaitFor(`document.querySelector('[data-pod="pod-b"] [data-field="kill_reason"]')?.textContent === "pod-b p99 up (carol)"`)
+			if got := b.Text(podB + ` [data-field="kill_since"]`); !strings.HasPrefix(got, "since 20") {
+				t.Errorf("got pod-b since %q, want the engagement time", got)
+			}
+			if got := b.Text(`[data-pod="pod-a"] [data-field="kill_switch"]`); got != "off" {
+				t.Errorf("got pod-a kill switch %q, want off", got)
+			}
+			posts := api.requestsTo(http.MethodPost, "/admin/killswitch")
+			if len(posts) != 1 {
+				t.Fatalf("got %d POSTs of the kill switch, want 1", len(posts))
+			}
+			if got := fmt.Sprint(posts[0].body["pods"]); got != "[pod-b]" {
+				t.Errorf("got pods %s, want [pod-b]", got)
+			}
+			if !browsertest.Eval[bool](b, `document.querySelector('[data-pod="pod-b"] [data-action="kill"]').hidden && !document.querySelector('[data-pod="pod-b"] [data-action="unkill"]').hidden`) {
+				t.Errorf("got Kill shown or Unkill hidden for an engaged pod, want Unkill alone")
+			}
+		}},
+		{"KillSwitchGateCannotBeForced", func(t *testing.T) {
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS(`[data-pod="pod-b"] [data-action="mode"]`)))
+			b.WaitFor(`document.querySelector("#dryrun-result").dataset.state === "would-refuse"`)
+			got := b.Text("#dryrun-result")
+			if !strings.Contains(got, "kill_switch") || !strings.Contains(got, "Force cannot override kill_switch") {
+				t.Errorf("got dry run %q, want kill_switch that force cannot override", got)
+			}
+			if strings.Contains(got, "Tick Force") {
+				t.Errorf("got dry run %q, want no advice to tick Force", got)
+			}
+			b.Do(chromedp.Click(chromedp.CSS("#confirm-force")))
+			b.WaitFor(`document.querySelector("#dryrun-result").dataset.state === "would-refuse" && document.querySelector("#confirm-force").checked`)
+			if !browsertest.Eval[bool](b, `document.querySelector("#confirm-ok").disabled`) {
+				t.Errorf("got Apply enabled with force against the kill switch, want disabled")
+			}
+			b.Do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+			b.WaitFor(`!document.querySelector("#confirm-dialog").open`)
+		}},
+		{"RowUnkillAfterConfirmation", func(t *testing.T) {
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS(`[data-pod="pod-b"] [data-action="unkill"]`)))
+			b.WaitFor(`document.querySelector("#confirm-dialog").open`)
+			if n := len(api.requestsTo(http.MethodDelete, "/admin/killswitch")); n != 0 {
+				t.Fatalf("got %d DELETEs before confirmation, want none", n)
+			}
+			b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "p99 back"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(`document.querySelector('[data-pod="pod-b"] [data-field="kill_switch"]').textContent === "off"`)
+			dels := api.requestsTo(http.MethodDelete, "/admin/killswitch")
+			if len(dels) != 1 || fmt.Sprint(dels[0].body["pods"]) != "[pod-b]" || dels[0].body["reason"] != "p99 back" {
+				t.Fatalf("got DELETEs %+v, want one for pod-b with the reason", dels)
+			}
+		}},
+		{"PlanStartPauseAbort", func(t *testing.T) {
+			b.T = t
+			for _, step := range []struct{ action, phase string }{{"start", "running"}, {"pause", "paused"}, {"abort", "aborted"}} {
+				b.WaitFor(`!document.querySelector("#plan-` + step.action + `").disabled`)
+				b.Do(chromedp.Click(chromedp.CSS("#plan-" + step.action)))
+				b.WaitFor(`document.querySelector("#confirm-dialog").open`)
+				if n := len(api.requestsTo(http.MethodPost, "/admin/plan/"+step.action)); n != 0 {
+					t.Fatalf("got %d POSTs of %s before confirmation, want none", n, step.action)
+				}
+				b.Do(chromedp.SendKeys(chromedp.CSS("#confirm-reason"), step.action+" from the dashboard"), chromedp.Click(chromedp.CSS("#confirm-ok")))
+				b.WaitFor(`document.querySelector("#plan-state").dataset.phase === "` + step.phase + `"`)
+				b.WaitFor(`!document.querySelector("#confirm-dialog").open`)
+				posts := api.requestsTo(http.MethodPost, "/admin/plan/"+step.action)
+				if len(posts) != 1 || posts[0].body["reason"] != step.action+" from the dashboard" {
+					t.Errorf("got %s POSTs %+v, want one with the reason", step.action, posts)
+				}
+			}
+		}},
 		{"KillSwitchEngagesAfterConfirmation", func(t *testing.T) {
 			b.T = t
 			b.Do(chromedp.Click(chromedp.CSS("#killswitch-engage")))
@@ -170,10 +357,10 @@ func TestDashboard(t *testing.T) {
 			}
 			b.WaitFor(`document.querySelector('[data-pod="pod-a"] [data-field="kill_switch"]').textContent === "engaged"`)
 			posts := api.requestsTo(http.MethodPost, "/admin/killswitch")
-			if len(posts) != 1 {
-				t.Fatalf("got %d POSTs of the kill switch, want 1", len(posts))
+			if len(posts) != 2 {
+				t.Fatalf("got %d POSTs of the kill switch, want 2 (pod-b's row, then all)", len(posts))
 			}
-			if got := posts[0].body; got["reason"] != "checkout errors" || got["pods"] != nil {
+			if got := posts[1].body; got["reason"] != "checkout errors" || got["pods"] != nil {
 				t.Errorf("got kill switch body %v, want the reason and no pods (all pods)", got)
 			}
 		}},
@@ -192,19 +379,24 @@ func TestDashboard(t *testing.T) {
 				}
 			}
 		}},
-		{"Screenshot", func(t *testing.T) {
+		{"NarrowWindowKeepsActionsInView", func(t *testing.T) {
 			b.T = t
-			png := browsertest.Run(b, chromedp.FullScreenshot(100))
-			dir := filepath.Join("..", "..", "artifacts")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
+			b.Do(chromedp.EmulateViewport(900, 1000))
+			b.WaitFor(`window.innerWidth === 900`)
+			rows := browsertest.Eval[int](b, `document.querySelectorAll("#pods tbody tr").length`)
+			for i := 1; i <= rows; i++ {
+				cell := fmt.Sprintf(`document.querySelector("#pods tbody tr:nth-child(%d) td.row-actions")`, i)
+				for _, btn := range []string{"mode", "audit"} {
+					r := browsertest.Eval[[]float64](b, `(() => { const r = `+cell+`.querySelector('[data-action="`+btn+`"]').getBoundingClientRect(); return [r.left, r.right]; })()`)
+					if len(r) != 2 || r[0] < 0 || r[1] > 900 {
+						t.Errorf("row %d: got %s button at %v, want it inside the 900 px window", i, btn, r)
+					}
+				}
 			}
-			path := filepath.Join(dir, "dashboard.png")
-			if err := os.WriteFile(path, png, 0o644); err != nil {
-				t.Fatal(err)
+			if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > 900 {
+				t.Errorf("got a page %d px wide, want no sideways scrolling at 900 px", w)
 			}
-			abs, _ := filepath.Abs(path)
-			t.Logf("dashboard screenshot: %s", abs)
+			screenshot(t, b, "dashboard-900.png")
 		}},
 	}
 	for _, s := range steps {
@@ -212,6 +404,22 @@ func TestDashboard(t *testing.T) {
 			return // later steps build on this one
 		}
 	}
+}
+
+// screenshot saves the page to artifacts/name at the repository root.
+func screenshot(t *testing.T, b *browsertest.Page, name string) {
+	t.Helper()
+	png := browsertest.Run(b, chromedp.FullScreenshot(100))
+	dir := filepath.Join("..", "..", "artifacts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(path)
+	t.Logf("dashboard screenshot: %s", abs)
 }
 
 // newServer serves the embedded dashboard at / and the fake admin API under
@@ -235,11 +443,27 @@ func newServer(t *testing.T, api *fakeAdmin) *httptest.Server {
 type fakeAdmin struct {
 	token string
 
-	mu       sync.Mutex
-	pods     []*tandem.PodStatus
-	ks       tandem.KillSwitchState
-	log      []tandem.AuditLogEntry
-	requests []request
+	mu          sync.Mutex
+	pods        []*tandem.PodStatus
+	transitions map[string]map[string]any // POD.transition by pod
+	engaged     map[string]tandem.KillSwitchEngagement
+	ks          tandem.KillSwitchState
+	log         []tandem.AuditLogEntry
+	requests    []request
+	reports     int    // GET /admin/report answered so far
+	planPhase   string // idle, running, paused, aborted
+}
+
+// podJSON is POD with the fields PodStatus leaves to others (transition).
+type podJSON struct {
+	*tandem.PodStatus
+	Transition map[string]any `json:"transition,omitempty"`
+}
+
+// reportJSON is REPORT with the shadow's convergence.
+type reportJSON struct {
+	tandem.Report
+	Convergence map[string]any `json:"convergence,omitempty"`
 }
 
 type request struct {
@@ -250,12 +474,24 @@ type request struct {
 func newFakeAdmin(token string) *fakeAdmin {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	return &fakeAdmin{
-		token: token,
+		token:     token,
+		planPhase: "idle",
+		engaged:   map[string]tandem.KillSwitchEngagement{},
 		pods: []*tandem.PodStatus{
 			{Pod: "pod-a", Mode: tandem.ModeRedis, SourceOfTruth: "redis", Shops: "1-3", UpdatedAt: now,
 				Gates: tandem.Gates{FailedGates: []string{"min_comparisons", "audit_clean"}}},
 			{Pod: "pod-b", Mode: tandem.ModeShadow, SourceOfTruth: "redis", Shadow: "mysql", Shops: "4-9", UpdatedAt: now,
-				Gates: tandem.Gates{Comparisons: 420, DivergenceRate: 0.0024, LastAuditClean: true, FailedGates: []string{"min_comparisons"}}},
+				Gates: tandem.Gates{Comparisons: 420, DivergenceRate: 0.0024, LastAuditClean: true, FailedGates: []string{"min_comparisons"},
+					Checks: []tandem.GateCheck{
+						{Gate: tandem.GateComparisons, Value: 420, Threshold: 1000, Missing: "580 more comparisons in the 15m window"},
+						{Gate: tandem.GateDivergenceRate, Value: 0.0024, Threshold: 0.001, Missing: "a divergence rate at most 0.1%"},
+						{Gate: tandem.GateAudit, Value: 1, Threshold: 1, Passing: true},
+					}}},
+			{Pod: "pod-c", Mode: tandem.ModeMySQL, SourceOfTruth: "mysql", Shadow: "redis", Shops: "10-99", UpdatedAt: now,
+				Gates: tandem.Gates{Comparisons: 5000, Passing: true, LastAuditClean: true}},
+		},
+		transitions: map[string]map[string]any{
+			"pod-c": {"to": "shadow", "phase": "backfill", "copied": 41000, "total": 60000, "started_at": now},
 		},
 	}
 }
@@ -311,7 +547,11 @@ func (f *fakeAdmin) handler() http.Handler {
 	mux.HandleFunc("GET /admin/pods", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		writeJSON(w, 200, map[string]any{"pods": f.pods})
+		out := make([]podJSON, len(f.pods))
+		for i, p := range f.pods {
+			out[i] = podJSON{PodStatus: p, Transition: f.transitions[p.Pod]}
+		}
+		writeJSON(w, 200, map[string]any{"pods": out})
 	})
 	mux.HandleFunc("PUT /admin/pods/{pod}/mode", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -334,6 +574,9 @@ func (f *fakeAdmin) handler() http.Handler {
 		var failed []string
 		if body.Mode == tandem.ModeMySQL && !body.Force {
 			failed = p.Gates.FailedGates
+		}
+		if p.KillSwitch && (body.Mode == tandem.ModeMySQL || body.Mode == tandem.ModeMySQLOnly) {
+			failed = []string{"kill_switch"} // force does not override it
 		}
 		if !tandem.CanTransition(p.Mode, body.Mode) {
 			writeError(w, 409, "transition_refused", fmt.Sprintf("%s -> %s is not a transition", p.Mode, body.Mode), map[string]any{"failed_gates": []string{}})
@@ -370,21 +613,27 @@ func (f *fakeAdmin) handler() http.Handler {
 			defer f.mu.Unlock()
 			for _, p := range f.pods {
 				if len(body.Pods) == 0 || slices.Contains(body.Pods, p.Pod) {
+					if engage && !p.KillSwitch {
+						f.engaged[p.Pod] = tandem.KillSwitchEngagement{Pod: p.Pod, Since: time.Now(), Actor: r.Header.Get("X-Actor"), Reason: body.Reason}
+					}
+					if !engage {
+						delete(f.engaged, p.Pod)
+					}
 					p.KillSwitch = engage
 					f.derive(p)
 				}
 			}
 			f.ks = tandem.KillSwitchState{Reason: body.Reason, Pods: []string{}}
 			for _, p := range f.pods {
-				if p.KillSwitch {
+				if e, ok := f.engaged[p.Pod]; ok {
 					f.ks.Pods = append(f.ks.Pods, p.Pod)
+					f.ks.Engagements = append(f.ks.Engagements, e)
+					if f.ks.Since == nil || e.Since.Before(*f.ks.Since) {
+						f.ks.Since = &e.Since
+					}
 				}
 			}
 			f.ks.Engaged = len(f.ks.Pods) > 0
-			if f.ks.Engaged {
-				now := time.Now()
-				f.ks.Since = &now
-			}
 			writeJSON(w, 200, f.ks)
 		}
 	}
@@ -406,12 +655,31 @@ func (f *fakeAdmin) handler() http.Handler {
 	mux.HandleFunc("GET /admin/report", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		var out []tandem.Report
+		// The numbers move from one answer to the next, as a live pod's do,
+		// so that the charts draw lines rather than points.
+		f.reports++
+		n := int64(f.reports % 4)
+		var out []reportJSON
 		for _, p := range f.pods {
-			out = append(out, tandem.Report{Pod: p.Pod, Mode: p.Mode, Window: "15m", Comparisons: p.Gates.Comparisons,
+			// A store the mode does not use reads 0 ms: the page must say n/a.
+			lat := map[string]tandem.LatencyStats{"redis": {}, "mysql": {}}
+			for _, store := range []string{p.SourceOfTruth, p.Shadow} {
+				switch store {
+				case "redis":
+					lat[store] = tandem.LatencyStats{P50: 1.2, P99: 4.5 + float64(n)}
+				case "mysql":
+					lat[store] = tandem.LatencyStats{P50: 2.5, P99: 9.75 + float64(n)}
+				}
+			}
+			rep := reportJSON{Report: tandem.Report{Pod: p.Pod, Mode: p.Mode, Window: "15m", Comparisons: p.Gates.Comparisons,
 				Matches: max(0, p.Gates.Comparisons-1), DivergenceRate: p.Gates.DivergenceRate,
-				Divergences: map[string]int64{tandem.KindOutcomeMismatch: 1},
-				LatencyMS:   map[string]tandem.LatencyStats{"redis": {P50: 1.2, P99: 4.5}, "mysql": {P50: 2.5, P99: 9.75}}})
+				Divergences: map[string]int64{tandem.KindOutcomeMismatch: 1 + n, tandem.KindShadowTimeout: n},
+				LatencyMS:   lat}}
+			if p.Pod == "pod-b" {
+				rep.Convergence = map[string]any{"dirty_carts": 3, "results": map[string]int64{"repaired": 7},
+					"last_sweep": map[string]any{"at": time.Now(), "holds_compared": 120, "carts_differing": 2, "carts_converged": 2, "left": 0}}
+			}
+			out = append(out, rep)
 		}
 		writeJSON(w, 200, map[string]any{"pods": out})
 	})
@@ -420,10 +688,40 @@ func (f *fakeAdmin) handler() http.Handler {
 		defer f.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"entries": append([]tandem.AuditLogEntry{}, f.log...)})
 	})
+	plan := func() map[string]any {
+		st := map[string]any{"phase": f.planPhase, "order": []string{"pod-a", "pod-b", "pod-c"}, "promoted": []string{}}
+		if f.planPhase == "running" {
+			st["waiting"] = "soaking pod-b"
+		}
+		return st
+	}
 	mux.HandleFunc("GET /admin/plan", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"phase": "running", "order": []string{"pod-b", "pod-a"},
-			"promoted": []string{"pod-b"}, "waiting": "soaking pod-b"})
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		writeJSON(w, 200, plan())
 	})
+	planChange := func(to string, from ...string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				Reason string `json:"reason"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Reason == "" {
+				writeError(w, 400, "invalid_request", "want a reason", nil)
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if !slices.Contains(from, f.planPhase) {
+				writeError(w, 409, "conflict", "the plan is "+f.planPhase, map[string]any{"phase": f.planPhase})
+				return
+			}
+			f.planPhase = to
+			writeJSON(w, 200, plan())
+		}
+	}
+	mux.HandleFunc("POST /admin/plan/start", planChange("running", "idle", "paused", "aborted", "done"))
+	mux.HandleFunc("POST /admin/plan/pause", planChange("paused", "running"))
+	mux.HandleFunc("POST /admin/plan/abort", planChange("aborted", "running", "paused"))
 	mux.HandleFunc("GET /admin/instances", func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		writeJSON(w, 200, map[string]any{"instances": []tandem.Instance{
