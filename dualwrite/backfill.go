@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -30,8 +32,12 @@ type BackfillProgress struct {
 	Err string `json:"error,omitempty"`
 }
 
-// backfillHolds is about how many holds one batch of shops copies.
-const backfillHolds = 2000
+// backfillHolds is about how many holds one batch of shops copies, and
+// backfillWorkers how many batches are copied at once.
+const (
+	backfillHolds   = 2000
+	backfillWorkers = 2
+)
 
 // BackfillProgress returns the running or last backfill, nil when none ran.
 func (r *Router) BackfillProgress() *BackfillProgress {
@@ -122,28 +128,62 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
 		return n, err
 	}
-	copied := 0
+	// Batches of shops, copied on backfillWorkers connections at once
+	// (disjoint shops: disjoint rows).
+	type batch struct {
+		shops []int64
+		holds []tandem.Reservation
+	}
+	var batches []batch
 	for i := 0; i < len(shops); {
-		var batch []int64
-		var bh []tandem.Reservation
-		for i < len(shops) && (len(batch) == 0 || len(bh)+len(byShop[shops[i]]) <= backfillHolds) {
-			batch = append(batch, shops[i])
-			bh = append(bh, byShop[shops[i]]...)
+		var b batch
+		for i < len(shops) && (len(b.shops) == 0 || len(b.holds)+len(byShop[shops[i]]) <= backfillHolds) {
+			b.shops = append(b.shops, shops[i])
+			b.holds = append(b.holds, byShop[shops[i]]...)
 			i++
 		}
-		if err := ctx.Err(); err != nil {
-			return copied, tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
+		batches = append(batches, b)
+	}
+	var copied atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	work := make(chan batch)
+	var wg sync.WaitGroup
+	for range backfillWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				// The batch's shadow work waits while its shops are
+				// rewritten: the copy then sees a quiet pool (buyers are
+				// served by Redis all along).
+				resume := r.pauseShops(b.shops)
+				_, err := part.RebuildShops(ctx, b.shops, b.holds)
+				resume()
+				if err != nil {
+					errOnce.Do(func() {
+						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
+					})
+					continue
+				}
+				n := int(copied.Add(int64(len(b.holds))))
+				r.setBackfill(func(p *BackfillProgress) { p.Copied = n })
+			}
+		}()
+	}
+	for _, b := range batches {
+		if ctx.Err() != nil {
+			break
 		}
-		// The batch's shadow work waits while its shops are rewritten: the
-		// copy then sees a quiet pool (buyers are served by Redis all along).
-		resume := r.pauseShops(batch)
-		_, err := part.RebuildShops(ctx, batch, bh)
-		resume()
-		if err != nil {
-			return copied, fmt.Errorf("backfill: copy shops %d..%d: %w", batch[0], batch[len(batch)-1], err)
-		}
-		copied += len(bh)
-		r.setBackfill(func(p *BackfillProgress) { p.Copied = copied })
+		work <- b
+	}
+	close(work)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
+	}
+	if firstErr != nil {
+		return int(copied.Load()), firstErr
 	}
 	// Catch up: what changed in Redis during the copy (operations admitted
 	// before following began, releases and claims racing a batch) is
@@ -152,13 +192,13 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 	for pass := 0; pass < 3; pass++ {
 		rep, err := r.Sweep(ctx)
 		if err != nil {
-			return copied, fmt.Errorf("backfill: catch up: %w", err)
+			return int(copied.Load()), fmt.Errorf("backfill: catch up: %w", err)
 		}
 		if rep.Carts == 0 || rep.Converged == 0 {
 			break // what still differs is in flight: the shadow path has it
 		}
 	}
-	return copied, nil
+	return int(copied.Load()), nil
 }
 
 // pauseShops makes the shadow work of shops wait (waitShop) until the

@@ -161,7 +161,13 @@ var pods = []string{"pod-a", "pod-b", "pod-c"}
 
 func openSwitch(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, log killswitch.AuditLog) *killswitch.Switch {
 	t.Helper()
-	s := &killswitch.Switch{Pods: pods, Channel: ch, Modes: m, AuditLog: log, PollInterval: 10 * time.Millisecond}
+	return openSwitchAt(t, ch, m, log, nil)
+}
+
+// openSwitchAt is openSwitch with a clock set before the switch starts.
+func openSwitchAt(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, log killswitch.AuditLog, now func() time.Time) *killswitch.Switch {
+	t.Helper()
+	s := &killswitch.Switch{Pods: pods, Channel: ch, Modes: m, AuditLog: log, PollInterval: 10 * time.Millisecond, Now: now}
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +176,25 @@ func openSwitch(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, lo
 }
 
 var change = tandem.Change{Actor: "alice", Reason: "p99 regression"}
+
+// stepClock is a test clock safe to read from the switch's goroutines.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
 
 func TestSwitch_Engage(t *testing.T) {
 	ctx := context.Background()
@@ -234,11 +259,11 @@ func TestSwitch_Engage(t *testing.T) {
 	})
 
 	t.Run("KeepsFirstSinceAndReason", func(t *testing.T) {
-		clk := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-		s := openSwitch(t, newMemChannel(), nil, nil)
-		s.Now = func() time.Time { return clk }
+		c := &stepClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+		s := openSwitchAt(t, newMemChannel(), nil, nil, c.Now)
+		clk := c.Now()
 		s.Engage(ctx, []string{"pod-a"}, change)
-		clk = clk.Add(time.Minute)
+		clk = c.Add(time.Minute)
 		st, _ := s.Engage(ctx, []string{"pod-a", "pod-b"}, tandem.Change{Reason: "second"})
 		if !st.Since.Equal(clk.Add(-time.Minute)) {
 			t.Errorf("since: got %v, want the first engagement %v", st.Since, clk.Add(-time.Minute))
@@ -249,11 +274,11 @@ func TestSwitch_Engage(t *testing.T) {
 	})
 
 	t.Run("EngagementsPerPod", func(t *testing.T) {
-		clk := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-		s := openSwitch(t, newMemChannel(), nil, nil)
-		s.Now = func() time.Time { return clk }
+		c := &stepClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+		s := openSwitchAt(t, newMemChannel(), nil, nil, c.Now)
+		clk := c.Now()
 		s.Engage(ctx, []string{"pod-b"}, change)
-		clk = clk.Add(time.Minute)
+		clk = c.Add(time.Minute)
 		st, _ := s.Engage(ctx, []string{"pod-a"}, tandem.Change{Actor: "bob", Reason: "second"})
 		want := []tandem.KillSwitchEngagement{
 			{Pod: "pod-a", Since: clk, Actor: "bob", Reason: "second"},

@@ -43,8 +43,6 @@ func TestRefusalExplains(t *testing.T) {
 		{"SkipsTwoSteps", nil, "pod-a", tandem.ModeMySQLOnly, nil,
 			[]string{"pod pod-a cannot go from redis to mysql_only: redis -> shadow -> mysql first"},
 			[]tandem.Mode{tandem.ModeShadow}},
-		{"SameMode", nil, "pod-a", tandem.ModeRedis, nil,
-			[]string{"it is already in redis"}, []tandem.Mode{tandem.ModeShadow}},
 		{"BackFromMySQLOnlyNeedsAResync", []tandem.Mode{tandem.ModeMySQLOnly, tandem.ModeShadow, tandem.ModeShadow}, "pod-a", tandem.ModeMySQL, nil,
 			[]string{"tandemctl resync pod-a --from mysql first"}, []tandem.Mode{tandem.ModeMySQL}},
 		{"KillSwitch", []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeShadow}, "pod-b", tandem.ModeMySQL,
