@@ -65,7 +65,12 @@ func deref(p *int64) any {
 // each store one after the other: with traffic, holds in flight show.
 func (r *Router) Diff(ctx context.Context) (*Diff, error) {
 	r.init()
-	d, err := r.diffCarts(ctx)
+	return r.diff(ctx, r.Mode())
+}
+
+// diff is Diff in the given mode.
+func (r *Router) diff(ctx context.Context, mode tandem.Mode) (*Diff, error) {
+	d, err := r.diffCarts(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +83,7 @@ func (r *Router) Diff(ctx context.Context) (*Diff, error) {
 }
 
 // diffCarts is Diff without the positions.
-func (r *Router) diffCarts(ctx context.Context) (*Diff, error) {
-	mode := r.routeMode()
+func (r *Router) diffCarts(ctx context.Context, mode tandem.Mode) (*Diff, error) {
 	d := &Diff{Mode: mode}
 	if shadow := r.store(mode.Shadow()); shadow != nil {
 		sot := r.store(mode.SourceOfTruth())
@@ -158,7 +162,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		return rep, nil
 	}
 	sot := r.store(mode.SourceOfTruth())
-	d, err := r.diffCarts(ctx)
+	d, err := r.diffCarts(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +211,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	}
 	wg.Wait()
 	if rep.Converged > 0 {
-		if d, err = r.diffCarts(ctx); err != nil {
+		if d, err = r.diffCarts(ctx, mode); err != nil {
 			return nil, err
 		}
 	}
@@ -258,7 +262,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			}
 		}
 		if len(rep.Recounted) > 0 {
-			if d, err = r.Diff(ctx); err != nil {
+			if d, err = r.diff(ctx, mode); err != nil {
 				return nil, err
 			}
 		}

@@ -859,7 +859,9 @@ func TestSoak(t *testing.T) {
 		} else {
 			t.Logf("pod %s converged at rest: %d holds compared; convergence %+v", p.name, d.Holds, p.router.ConvergeStats().Results)
 		}
-		a, err := p.router.Audit(ctx)
+		cancel()
+		actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		a, err := p.router.Audit(actx)
 		cancel()
 		if err != nil {
 			t.Fatalf("pod %s audit: %v", p.name, err)
