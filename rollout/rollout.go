@@ -50,6 +50,21 @@ type StateStore interface {
 	Heartbeat(ctx context.Context, id string, at time.Time, version int64) error
 	// Instances returns every recorded instance.
 	Instances(ctx context.Context) ([]tandem.Instance, error)
+
+	// BeginTransition records that a background transition runs.
+	BeginTransition(ctx context.Context, t tandem.PendingTransition) error
+	// ClaimTransition hands pod's transition from instance from to
+	// instance to and reports whether it was still from's.
+	ClaimTransition(ctx context.Context, pod, from, to string) (bool, error)
+	// PendingTransitions returns every recorded transition.
+	PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error)
+	// EndTransition forgets pod's transition and reports whether there
+	// was one.
+	EndTransition(ctx context.Context, pod string) (bool, error)
+	// FinishTransition forgets pod's transition and moves it from from to
+	// to, in one transaction. Returns ECONFLICT when the transition was
+	// cancelled meanwhile or the pod is no longer in from.
+	FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error)
 }
 
 // KillSwitch is the kill switch as the controller uses it; killswitch's
@@ -75,8 +90,12 @@ type Comparisons interface {
 // PodOps is the work on a pod's stores that some changes need; cmd
 // implements it with the pod's engines.
 type PodOps interface {
-	// Backfill makes MySQL hold what Redis holds before the pod enters shadow.
+	// Backfill makes MySQL hold what Redis holds before the pod enters
+	// shadow; it blocks until the copy is done, ctx cancels it.
 	Backfill(ctx context.Context, pod string) error
+	// BackfillProgress returns the running or last backfill of pod (Step,
+	// Copied, Total, StartedAt), nil when none ran on this instance.
+	BackfillProgress(pod string) *tandem.Transition
 	// Audit compares both stores with the ledger.
 	Audit(ctx context.Context, pod string) (*tandem.Audit, error)
 	// Resync rebuilds the pod's Redis from MySQL and returns how many keys
@@ -135,10 +154,13 @@ const (
 	ActionPlanAbort = "plan_abort"
 	ActionPlanDone  = "plan_done"
 	// Told to OnChange only (the mode change itself is in the audit log).
-	ActionBackfillStart  = "backfill_start"
-	ActionBackfillEnd    = "backfill_end"
-	ActionPlanStep       = "plan_step"
-	ActionAutomaticAbort = "automatic_abort"
+	ActionBackfillStart = "backfill_start"
+	ActionBackfillEnd   = "backfill_end"
+	// Written to the audit log when an operator cancels a running backfill.
+	ActionBackfillCancel   = "backfill_cancel"
+	ActionBackfillProgress = "backfill_progress"
+	ActionPlanStep         = "plan_step"
+	ActionAutomaticAbort   = "automatic_abort"
 )
 
 // ActorAuto is the actor of the automatic abort.
@@ -155,6 +177,9 @@ const (
 	DefaultPlanInterval      = 5 * time.Second
 	DefaultStaleAfter        = 5 * time.Second
 	DefaultSoak              = 30 * time.Minute
+	DefaultBackfillWait      = 500 * time.Millisecond
+	DefaultResumeInterval    = 2 * time.Second
+	DefaultProgressInterval  = 10 * time.Second
 	storeTimeout             = 5 * time.Second
 )
 
@@ -188,6 +213,15 @@ type Controller struct {
 	PlanInterval time.Duration
 	// StaleAfter marks an instance not seen for this long as stale.
 	StaleAfter time.Duration
+	// BackfillWait is how long SetMode waits for the backfill before a pod
+	// enters shadow; a longer one answers with the transition running.
+	BackfillWait time.Duration
+	// ResumeInterval is how often the controller looks for transitions
+	// whose instance died, to run them again.
+	ResumeInterval time.Duration
+	// ProgressInterval is how often a running backfill's progress is told
+	// to OnChange.
+	ProgressInterval time.Duration
 	// Soak is how long the plan waits after a promotion, without an abort,
 	// before it promotes the next pod.
 	Soak time.Duration
@@ -210,6 +244,9 @@ type Controller struct {
 
 	planMu sync.Mutex
 	plan   planState
+
+	trMu        sync.Mutex
+	transitions map[string]*transitionRun
 
 	initOnce  sync.Once
 	startedAt time.Time
@@ -254,6 +291,16 @@ func (c *Controller) init() {
 		if c.StaleAfter <= 0 {
 			c.StaleAfter = DefaultStaleAfter
 		}
+		if c.BackfillWait <= 0 {
+			c.BackfillWait = DefaultBackfillWait
+		}
+		if c.ResumeInterval <= 0 {
+			c.ResumeInterval = DefaultResumeInterval
+		}
+		if c.ProgressInterval <= 0 {
+			c.ProgressInterval = DefaultProgressInterval
+		}
+		c.transitions = map[string]*transitionRun{}
 		if c.Soak <= 0 {
 			c.Soak = DefaultSoak
 		}
@@ -307,6 +354,12 @@ func (c *Controller) Open(ctx context.Context) error {
 		return nil
 	})
 	c.loop(c.PlanInterval, "rollout plan", c.StepPlan)
+	if c.Ops != nil {
+		if err := c.ResumeTransitions(ctx); err != nil {
+			c.report(fmt.Errorf("resume transitions: %w", err))
+		}
+		c.loop(c.ResumeInterval, "resume transitions", c.ResumeTransitions)
+	}
 	return nil
 }
 
@@ -462,6 +515,7 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Shops:         cfg.Shops.String(),
 		UpdatedAt:     st.updatedAt,
 		Gates:         c.EvaluateGates(pod),
+		Transition:    c.transition(pod),
 	}
 }
 
@@ -566,6 +620,11 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	ch.Change = change
 	from := c.Mode(pod)
+	if ch.Mode == tandem.ModeRedis && from == tandem.ModeRedis && !ch.DryRun {
+		if err := c.cancelTransition(ctx, pod, ch.Change); err != nil {
+			return nil, nil, err
+		}
+	}
 	if ch.Mode == from {
 		// Nothing to change: answered as it stands, not as a refusal.
 		if ch.DryRun {
@@ -585,9 +644,7 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
 	}
 	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
-		if err := c.backfill(ctx, pod, ch.Change); err != nil {
-			return nil, nil, err
-		}
+		return c.enterShadow(ctx, pod, ch.Change)
 	}
 	e := tandem.AuditLogEntry{
 		At: c.Now().UTC(), Actor: ch.Actor, Action: ActionSetMode, Pod: pod, Reason: ch.Reason,
@@ -609,25 +666,6 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	st := c.status(pod)
 	return &st, nil, nil
-}
-
-// backfill rebuilds pod's MySQL before it enters shadow, telling OnChange
-// when it starts and how it ends.
-func (c *Controller) backfill(ctx context.Context, pod string, ch tandem.Change) error {
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionBackfillStart, Pod: pod, Reason: ch.Reason,
-		Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
-	c.changed(e)
-	err := c.Ops.Backfill(ctx, pod)
-	e.At, e.Action, e.After = c.Now().UTC(), ActionBackfillEnd, "done"
-	if err != nil {
-		e.After = "failed: " + tandem.ErrorMessage(err)
-	}
-	c.changed(e)
-	if err != nil {
-		c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
-		return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
-	}
-	return nil
 }
 
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must

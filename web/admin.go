@@ -332,6 +332,9 @@ func (h *adminHandler) setMode(w http.ResponseWriter, r *http.Request) {
 		d := *dry
 		d.FailedGates, d.Allowed = nonNil(d.FailedGates), nonNil(d.Allowed)
 		writeJSON(w, http.StatusOK, d)
+	case status != nil && status.Transition != nil:
+		// The copy runs in the background; the mode applies when it is done.
+		writeJSON(w, http.StatusAccepted, podJSON(status))
 	case status != nil:
 		writeJSON(w, http.StatusOK, podJSON(status))
 	default:

@@ -51,6 +51,10 @@ type Main struct {
 	Logger   *zap.Logger
 	Stdout   io.Writer
 	Stderr   io.Writer
+	// BeforeBackfill, when set, runs before every backfill of a pod's
+	// MySQL and may block it (ctx cancels it); end-to-end tests hold a copy
+	// with it to watch the transition.
+	BeforeBackfill func(ctx context.Context, pod string) error
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -280,7 +284,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.pods = append(m.pods, p)
 		m.fleet.Routers = append(m.fleet.Routers, p.router)
 	}
-	m.ctl.Ops = podOps{fleet: m.fleet}
+	m.ctl.Ops = podOps{fleet: m.fleet, before: m.BeforeBackfill}
 
 	if err := m.cmp.Open(); err != nil {
 		return err
@@ -511,15 +515,37 @@ func (m *Main) Close() error {
 }
 
 // podOps runs backfill, audit and resync on a pod's stores for rollout.
-type podOps struct{ fleet *dualwrite.Fleet }
+type podOps struct {
+	fleet  *dualwrite.Fleet
+	before func(ctx context.Context, pod string) error
+}
 
 func (o podOps) Backfill(ctx context.Context, pod string) error {
 	r, err := o.fleet.Pod(pod)
 	if err != nil {
 		return err
 	}
+	if o.before != nil {
+		if err := o.before(ctx, pod); err != nil {
+			return err
+		}
+	}
 	_, err = r.Backfill(ctx)
 	return err
+}
+
+// BackfillProgress returns the pod's running or last backfill on this
+// instance.
+func (o podOps) BackfillProgress(pod string) *tandem.Transition {
+	r, err := o.fleet.Pod(pod)
+	if err != nil {
+		return nil
+	}
+	p := r.BackfillProgress()
+	if p == nil {
+		return nil
+	}
+	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt}
 }
 
 func (o podOps) Audit(ctx context.Context, pod string) (*tandem.Audit, error) {
