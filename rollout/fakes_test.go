@@ -20,6 +20,7 @@ type memStore struct {
 	log       []tandem.AuditLogEntry
 	instances map[string]tandem.Instance
 	pending   map[string]tandem.PendingTransition
+	plan      tandem.PlanRecord
 	err       error
 }
 
@@ -92,6 +93,38 @@ func (s *memStore) SetMode(ctx context.Context, pod string, from, to tandem.Mode
 	s.log = append(s.log, e)
 	s.version++
 	return s.version, nil
+}
+
+func (s *memStore) LoadPlan(ctx context.Context) (tandem.PlanRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.plan, s.err
+}
+
+func (s *memStore) SavePlan(ctx context.Context, doc []byte, version int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.plan.Version != version {
+		return 0, tandem.Errorf(tandem.ECONFLICT, "plan changed")
+	}
+	s.plan.Doc, s.plan.Version = append([]byte{}, doc...), version+1
+	return s.plan.Version, nil
+}
+
+func (s *memStore) LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false, s.err
+	}
+	if s.plan.Driver != id && !s.plan.LeaseUntil.Before(now) {
+		return false, nil
+	}
+	s.plan.Driver, s.plan.LeaseUntil = id, until
+	return true, nil
 }
 
 func (s *memStore) BeginTransition(ctx context.Context, t tandem.PendingTransition) error {
@@ -398,6 +431,12 @@ var testGates = rollout.Gates{
 // shop, shadow), pod-c (10 shops, shadow) unless modes says otherwise.
 func newEnv(t *testing.T, store *memStore, modes ...tandem.Mode) *env {
 	t.Helper()
+	return newEnvAs(t, store, "test", modes...)
+}
+
+// newEnvAs is newEnv for the instance id.
+func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *env {
+	t.Helper()
 	if len(modes) == 0 {
 		modes = []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeShadow}
 	}
@@ -411,7 +450,7 @@ func newEnv(t *testing.T, store *memStore, modes ...tandem.Mode) *env {
 			{Name: "pod-c", Shops: mustShops(t, "100-109"), Mode: modes[2]},
 		},
 		Gates: testGates, Store: store, Switch: e.sw, Comparator: cmp, Ops: e.ops,
-		InstanceID: "test", PollInterval: 5 * time.Millisecond, Soak: time.Hour,
+		InstanceID: id, PollInterval: 5 * time.Millisecond,
 		// A backfill that is not held ends long before this.
 		BackfillWait: time.Minute,
 		// The background abort and plan loops are driven by hand in tests.

@@ -51,6 +51,15 @@ type StateStore interface {
 	// Instances returns every recorded instance.
 	Instances(ctx context.Context) ([]tandem.Instance, error)
 
+	// LoadPlan returns the rollout plan's record.
+	LoadPlan(ctx context.Context) (tandem.PlanRecord, error)
+	// SavePlan writes the plan's document if its version is still version
+	// and returns the new one; ECONFLICT when another write came first.
+	SavePlan(ctx context.Context, doc []byte, version int64) (int64, error)
+	// LeasePlan makes instance id the plan's driver until until, if it
+	// already is or the lease ran out before now; it reports whether it is.
+	LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error)
+
 	// BeginTransition records that a background transition runs.
 	BeginTransition(ctx context.Context, t tandem.PendingTransition) error
 	// ClaimTransition hands pod's transition from instance from to
@@ -125,12 +134,18 @@ type Gates struct {
 	// AbortDivergenceRate trips a pod's kill switch (0 disables).
 	AbortDivergenceRate float64
 	AbortMinComparisons int64
+	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
+	// soaks accept (0 disables).
+	MaxP99Factor float64
+	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
+	// accept (0 disables).
+	MaxMySQLErrorRate float64
 }
 
 // DefaultGates are API.md's example values.
 var DefaultGates = Gates{
 	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
-	AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
+	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
 }
 
 // Names of the gates and refusals in failed_gates.
@@ -145,14 +160,19 @@ const (
 
 // Actions written to the audit log.
 const (
-	ActionSetMode   = "set_mode"
-	ActionForceMode = "set_mode_forced"
-	ActionAudit     = "audit"
-	ActionResync    = "resync"
-	ActionPlanStart = "plan_start"
-	ActionPlanPause = "plan_pause"
-	ActionPlanAbort = "plan_abort"
-	ActionPlanDone  = "plan_done"
+	ActionSetMode     = "set_mode"
+	ActionForceMode   = "set_mode_forced"
+	ActionAudit       = "audit"
+	ActionResync      = "resync"
+	ActionPlanStart   = "plan_start"
+	ActionPlanPause   = "plan_pause"
+	ActionPlanAbort   = "plan_abort"
+	ActionPlanDone    = "plan_done"
+	ActionPlanResume  = "plan_resume"
+	ActionPlanApprove = "plan_approve"
+	ActionPlanSkip    = "plan_skip"
+	// Told to OnChange only: this instance took the plan's lease.
+	ActionPlanDriver = "plan_driver"
 	// Told to OnChange only (the mode change itself is in the audit log).
 	ActionBackfillStart = "backfill_start"
 	ActionBackfillEnd   = "backfill_end"
@@ -166,15 +186,16 @@ const (
 // ActorAuto is the actor of the automatic abort.
 const ActorAuto = "auto"
 
-// ActorPlan is the actor of the rollout plan's promotions.
-const ActorPlan = "rollout-plan"
+// ActorPlan is the actor of the rollout plan's own changes.
+const ActorPlan = "plan"
 
 // Defaults of the exported configuration fields.
 const (
 	DefaultPollInterval      = 250 * time.Millisecond
 	DefaultHeartbeatInterval = time.Second
 	DefaultAbortInterval     = time.Second
-	DefaultPlanInterval      = 5 * time.Second
+	DefaultPlanInterval      = 2 * time.Second
+	DefaultLeaseDuration     = 10 * time.Second
 	DefaultStaleAfter        = 5 * time.Second
 	DefaultSoak              = 30 * time.Minute
 	DefaultBackfillWait      = 500 * time.Millisecond
@@ -209,8 +230,14 @@ type Controller struct {
 	HeartbeatInterval time.Duration
 	// AbortInterval is how often the automatic abort checks the pods.
 	AbortInterval time.Duration
-	// PlanInterval is how often a running plan tries to advance.
+	// PlanInterval is how often the plan's driver renews its lease and
+	// advances the plan; keep it well under LeaseDuration.
 	PlanInterval time.Duration
+	// LeaseDuration is how long the plan's lease lasts unrenewed: how
+	// long a dead driver holds the plan before another instance takes it.
+	LeaseDuration time.Duration
+	// PlanDefaults are the settings of a plan that StartPlan does not set.
+	PlanDefaults PlanSettings
 	// StaleAfter marks an instance not seen for this long as stale.
 	StaleAfter time.Duration
 	// BackfillWait is how long SetMode waits for the backfill before a pod
@@ -222,9 +249,6 @@ type Controller struct {
 	// ProgressInterval is how often a running backfill's progress is told
 	// to OnChange.
 	ProgressInterval time.Duration
-	// Soak is how long the plan waits after a promotion, without an abort,
-	// before it promotes the next pod.
-	Soak time.Duration
 
 	// Now returns the current time.
 	Now func() time.Time
@@ -241,9 +265,6 @@ type Controller struct {
 	// reloadMu serializes reloads so that an older read never replaces a
 	// newer one.
 	reloadMu sync.Mutex
-
-	planMu sync.Mutex
-	plan   planState
 
 	trMu        sync.Mutex
 	transitions map[string]*transitionRun
@@ -288,6 +309,18 @@ func (c *Controller) init() {
 		if c.PlanInterval <= 0 {
 			c.PlanInterval = DefaultPlanInterval
 		}
+		if c.LeaseDuration <= 0 {
+			c.LeaseDuration = DefaultLeaseDuration
+		}
+		if c.PlanDefaults == (PlanSettings{}) {
+			c.PlanDefaults = DefaultPlanSettings
+		}
+		if c.PlanDefaults.Parallel <= 0 {
+			c.PlanDefaults.Parallel = 1
+		}
+		if c.PlanDefaults.FinalMode == "" {
+			c.PlanDefaults.FinalMode = tandem.ModeMySQL
+		}
 		if c.StaleAfter <= 0 {
 			c.StaleAfter = DefaultStaleAfter
 		}
@@ -301,9 +334,6 @@ func (c *Controller) init() {
 			c.ProgressInterval = DefaultProgressInterval
 		}
 		c.transitions = map[string]*transitionRun{}
-		if c.Soak <= 0 {
-			c.Soak = DefaultSoak
-		}
 		if c.Now == nil {
 			c.Now = time.Now
 		}

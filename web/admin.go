@@ -142,7 +142,10 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Get("/admin/plan", plan.status)
 		r.Post("/admin/plan/start", plan.start)
 		r.Post("/admin/plan/pause", plan.pause)
+		r.Post("/admin/plan/resume", plan.resume)
 		r.Post("/admin/plan/abort", plan.abort)
+		r.Post("/admin/plan/approve", plan.approve)
+		r.Post("/admin/plan/skip", plan.skip)
 	})
 	return r
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/tandemhq/tandem/redisres"
 	"github.com/tandemhq/tandem/rollout"
 	"github.com/tandemhq/tandem/web"
+	"github.com/tandemhq/tandem/webhook"
 )
 
 // Main is one `tandem serve`: every part wired together. End-to-end tests
@@ -55,6 +56,9 @@ type Main struct {
 	// MySQL and may block it (ctx cancels it); end-to-end tests hold a copy
 	// with it to watch the transition.
 	BeforeBackfill func(ctx context.Context, pod string) error
+	// PlanInterval, when set, is how often the rollout plan's driver
+	// turns (default rollout.DefaultPlanInterval); tests shorten it.
+	PlanInterval time.Duration
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -78,6 +82,7 @@ type Main struct {
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
 	ctl      *rollout.Controller
+	hooks    *webhook.Notifier
 	fleet    *dualwrite.Fleet
 	pods     []*podRuntime
 	servers  []*http.Server
@@ -244,6 +249,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
 	}
 	m.cmp = &comparator.Comparator{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")}
+	if len(cfg.Rollout.Plan.Webhooks) > 0 {
+		m.hooks = &webhook.Notifier{URLs: cfg.Rollout.Plan.Webhooks, OnError: onError("webhook")}
+		m.hooks.Open()
+		m.closers = append(m.closers, m.hooks.Close)
+	}
 	podNames := make([]string, len(cfg.Pods))
 	podConfigs := make([]rollout.PodConfig, len(cfg.Pods))
 	for i, p := range cfg.Pods {
@@ -256,14 +266,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			MinComparisons: cfg.Rollout.GateMinComparisons, MaxDivergenceRate: cfg.Rollout.GateMaxDivergenceRate,
 			Window: cfg.Rollout.GateWindow, RequireAudit: cfg.Rollout.GateRequireAudit,
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
+			MaxP99Factor: cfg.Rollout.GateMaxP99Factor, MaxMySQLErrorRate: cfg.Rollout.GateMaxMySQLErrorRate,
 		},
-		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr,
-		OnError: onError("rollout"), OnChange: logControlAction(m.Logger),
+		PlanDefaults: rollout.PlanSettings{
+			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
+			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
+		},
+		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval,
+		OnError: onError("rollout"), OnChange: m.controlAction(),
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
-		OnChange: logControlAction(m.Logger),
+		OnChange: m.controlAction(),
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
@@ -312,7 +327,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: m.ctl, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
-		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
 	if metricsLn != nil {
@@ -512,6 +527,26 @@ func (m *Main) Close() error {
 		}
 	})
 	return nil
+}
+
+// notified are the control actions the webhooks hear of.
+var notified = map[string]bool{
+	rollout.ActionPlanStart: true, rollout.ActionPlanPause: true, rollout.ActionPlanResume: true,
+	rollout.ActionPlanAbort: true, rollout.ActionPlanDone: true, rollout.ActionPlanStep: true,
+	rollout.ActionPlanApprove: true, rollout.ActionPlanSkip: true, rollout.ActionAutomaticAbort: true,
+	killswitch.ActionEngage: true, killswitch.ActionDisengage: true,
+}
+
+// controlAction logs every control action and tells the webhooks of those
+// they hear of, without waiting for them.
+func (m *Main) controlAction() func(tandem.AuditLogEntry) {
+	log := logControlAction(m.Logger)
+	return func(e tandem.AuditLogEntry) {
+		log(e)
+		if m.hooks != nil && notified[e.Action] {
+			m.hooks.Notify(e)
+		}
+	}
 }
 
 // podOps runs backfill, audit and resync on a pod's stores for rollout.
