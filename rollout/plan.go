@@ -80,8 +80,12 @@ type planPod struct {
 	Moved bool `json:"moved,omitempty"`
 	// Passed is set once the gates of the current soak passed; a gate
 	// failing after that aborts the plan.
-	Passed    bool      `json:"passed,omitempty"`
+	Passed bool `json:"passed,omitempty"`
+	// AuditedAt and AuditedBy are the plan's last audit of the pod and
+	// the instance that ran it: audits are counted by the comparator of
+	// the instance that ran them, so a new driver runs its own.
 	AuditedAt time.Time `json:"audited_at"`
+	AuditedBy string    `json:"audited_by,omitempty"`
 	Waiting   string    `json:"waiting,omitempty"`
 }
 

@@ -251,12 +251,12 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 // auditForGates runs the drift audit the audit gate lacks, at most every
 // planAuditEvery per pod.
 func (c *Controller) auditForGates(ctx context.Context, p *planPod, g tandem.PlanGates) {
-	if c.Ops == nil || !c.Gates.RequireAudit || c.Now().Sub(p.AuditedAt) < planAuditEvery {
+	if c.Ops == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
 		return
 	}
 	for _, ch := range g.Checks {
 		if ch.Gate == tandem.GateAudit && !ch.Passing {
-			p.AuditedAt = c.Now().UTC()
+			p.AuditedAt, p.AuditedBy = c.Now().UTC(), c.InstanceID
 			if _, err := c.Audit(ctx, p.Pod, planChange("the drift audit of the audit gate")); err != nil {
 				c.report(fmt.Errorf("plan audit of %s: %w", p.Pod, err))
 			}

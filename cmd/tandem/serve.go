@@ -59,6 +59,9 @@ type Main struct {
 	// PlanInterval, when set, is how often the rollout plan's driver
 	// turns (default rollout.DefaultPlanInterval); tests shorten it.
 	PlanInterval time.Duration
+	// PlanLease, when set, is how long the plan's lease lasts unrenewed
+	// (default rollout.DefaultLeaseDuration); tests shorten it.
+	PlanLease time.Duration
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -273,7 +276,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
 		},
 		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval,
-		OnError: onError("rollout"), OnChange: m.controlAction(),
+		LeaseDuration: m.PlanLease,
+		OnError:       onError("rollout"), OnChange: m.controlAction(),
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),

@@ -1,0 +1,60 @@
+package main_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	main "github.com/tandemhq/tandem/cmd/tandem"
+	"github.com/tandemhq/tandem/internal/testenv"
+)
+
+// TestE2EPlanTakeover runs two instances on one control plane: the plan's
+// driver stops mid-plan without a word (its lease is left to run out) and
+// the other instance takes the lease and finishes the plan.
+func TestE2EPlanTakeover(t *testing.T) {
+	testenv.RequireIntegration(t)
+	cfg, _ := MustConfig(t)
+	cfg.Rollout.GateMinComparisons = 0
+	cfg.Rollout.GateMaxP99Factor = 0
+	cfg.Rollout.AbortDivergenceRate = 0
+	fast := func(m *main.Main) { m.PlanInterval, m.PlanLease = 50*time.Millisecond, time.Second }
+	ins := []*Instance{MustRunMain(t, cfg, fast), MustRunMain(t, cfg, fast)}
+	ins[0].Admin.must(http.MethodPost, "/admin/plan/start", obj{"reason": "takeover", "shadow_soak": "1s", "mysql_soak": "1s"}, http.StatusOK)
+
+	var driver string
+	eventually(t, "a driver", func() bool {
+		driver, _ = ins[0].Admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)["driver"].(string)
+		return driver != ""
+	})
+	dead, alive := ins[0], ins[1]
+	if alive.Main.InstanceID == driver {
+		dead, alive = alive, dead
+	}
+	if dead.Main.InstanceID != driver {
+		t.Fatalf("got driver %q, want one of the two instances", driver)
+	}
+	dead.Main.Close()
+	var last obj
+	defer func() {
+		if t.Failed() {
+			t.Logf("last plan: %v", last)
+		}
+	}()
+	poll(t, "the other instance finishing the plan", 50*time.Millisecond, func() bool {
+		p := alive.Admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)
+		last = p
+		if p["phase"] == "aborted" {
+			t.Fatalf("the plan aborted: %v", p["waiting"])
+		}
+		return p["phase"] == "done"
+	})
+	for _, p := range cfg.Pods {
+		if st := podStatus(alive.Admin, p.Name); st["mode"] != "mysql" {
+			t.Errorf("%s: got mode %v, want mysql", p.Name, st["mode"])
+		}
+	}
+	if !auditLogHasActor(alive.Admin, "plan_done", "", "plan", "done") {
+		t.Error("no plan_done by plan in the audit log")
+	}
+}
