@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,30 @@ func TestE2EPlanTakeover(t *testing.T) {
 	}
 	if !auditLogHasActor(alive.Admin, "plan_done", "", "plan", "done") {
 		t.Error("no plan_done by plan in the audit log")
+	}
+}
+
+// TestE2EPlanKillSwitchAborts: a kill switch on a pod the plan promoted
+// stops the plan, which says why.
+func TestE2EPlanKillSwitchAborts(t *testing.T) {
+	testenv.RequireIntegration(t)
+	cfg, _ := MustConfig(t)
+	cfg.Rollout.GateMinComparisons = 0
+	cfg.Rollout.GateMaxP99Factor = 0
+	cfg.Rollout.AbortDivergenceRate = 0
+	in := MustRunMain(t, cfg, func(m *main.Main) { m.PlanInterval = 50 * time.Millisecond })
+	podA := cfg.Pods[0].Name
+	in.Admin.must(http.MethodPost, "/admin/plan/start", obj{"reason": "kill drill", "shadow_soak": "0s", "mysql_soak": "1h"}, http.StatusOK)
+	eventually(t, podA+" soaking in mysql", func() bool {
+		return podStatus(in.Admin, podA)["mode"] == "mysql"
+	})
+	in.Admin.must(http.MethodPost, "/admin/killswitch", obj{"reason": "drill", "pods": []string{podA}}, http.StatusOK)
+	var p obj
+	eventually(t, "the plan aborted", func() bool {
+		p = in.Admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)
+		return p["phase"] == "aborted"
+	})
+	if w, _ := p["waiting"].(string); !strings.Contains(w, "kill switch engaged on "+podA) {
+		t.Errorf("got waiting %q, want the kill switch on %s named", w, podA)
 	}
 }
