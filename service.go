@@ -136,6 +136,9 @@ type PendingTransition struct {
 	Actor     string
 	Reason    string
 	StartedAt time.Time
+	// Copied and Total are the copy's progress as its instance last wrote it.
+	Copied int
+	Total  int
 }
 
 // ModeChange asks to move a pod to another mode.

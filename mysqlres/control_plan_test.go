@@ -65,8 +65,11 @@ func TestControlStore_Plan(t *testing.T) {
 		if ok, err := s.ClaimTransition(ctx, "pod-t", "a", "b"); err != nil || !ok {
 			t.Fatalf("got %v, %v, want b to claim it", ok, err)
 		}
+		if err := s.TransitionProgress(ctx, "pod-t", "b", 4, 9); err != nil {
+			t.Fatal(err)
+		}
 		pts, err := s.PendingTransitions(ctx)
-		if err != nil || len(pts) != 1 || pts[0].Owner != "b" || pts[0].To != tandem.ModeShadow || pts[0].Actor != "alice" {
+		if err != nil || len(pts) != 1 || pts[0].Owner != "b" || pts[0].To != tandem.ModeShadow || pts[0].Actor != "alice" || pts[0].Copied != 4 || pts[0].Total != 9 {
 			t.Fatalf("got %+v, %v, want pod-t owned by b", pts, err)
 		}
 		e := tandem.AuditLogEntry{At: now, Actor: "alice", Action: "set_mode", Pod: "pod-t", Reason: "r", Before: "redis", After: "shadow"}

@@ -11,9 +11,10 @@ import (
 // Statements of the background transitions (conn_tag 'control').
 const (
 	ctlBeginTransitionSQL = "/* conn_tag='control' */ INSERT INTO transitions (pod, to_mode, owner, actor, reason, started_at) VALUES (?, ?, ?, ?, ?, ?) " +
-		"ON DUPLICATE KEY UPDATE to_mode = VALUES(to_mode), owner = VALUES(owner), actor = VALUES(actor), reason = VALUES(reason), started_at = VALUES(started_at)"
+		"ON DUPLICATE KEY UPDATE to_mode = VALUES(to_mode), owner = VALUES(owner), actor = VALUES(actor), reason = VALUES(reason), started_at = VALUES(started_at), copied = 0, total = 0"
 	ctlClaimTransitionSQL = "/* conn_tag='control' */ UPDATE transitions SET owner = ? WHERE pod = ? AND owner = ?"
-	ctlTransitionsSQL     = "/* conn_tag='control' */ SELECT pod, to_mode, owner, actor, reason, started_at FROM transitions ORDER BY pod"
+	ctlTransitionsSQL     = "/* conn_tag='control' */ SELECT pod, to_mode, owner, actor, reason, started_at, copied, total FROM transitions ORDER BY pod"
+	ctlProgressSQL        = "/* conn_tag='control' */ UPDATE transitions SET copied = ?, total = ? WHERE pod = ? AND owner = ?"
 	ctlEndTransitionSQL   = "/* conn_tag='control' */ DELETE FROM transitions WHERE pod = ?"
 	ctlLockTransitionSQL  = "/* conn_tag='control' */ SELECT owner FROM transitions WHERE pod = ? FOR UPDATE"
 )
@@ -59,13 +60,24 @@ func (s *ControlStore) PendingTransitions(ctx context.Context) ([]tandem.Pending
 	for rows.Next() {
 		var t tandem.PendingTransition
 		var to string
-		if err := rows.Scan(&t.Pod, &to, &t.Owner, &t.Actor, &t.Reason, &t.StartedAt); err != nil {
+		if err := rows.Scan(&t.Pod, &to, &t.Owner, &t.Actor, &t.Reason, &t.StartedAt, &t.Copied, &t.Total); err != nil {
 			return nil, translate("control", fmt.Errorf("scan transition: %w", err))
 		}
 		t.To = tandem.Mode(to)
 		out = append(out, t)
 	}
 	return out, translate("control", rows.Err())
+}
+
+// TransitionProgress records how far owner's copy for pod is.
+func (s *ControlStore) TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, ctlProgressSQL, copied, total, pod, owner); err != nil {
+		return translate("control", fmt.Errorf("transition progress of %s: %w", pod, err))
+	}
+	return nil
 }
 
 // EndTransition forgets pod's transition and reports whether there was one.

@@ -165,6 +165,16 @@ func (s *memStore) PendingTransitions(ctx context.Context) ([]tandem.PendingTran
 	return out, nil
 }
 
+func (s *memStore) TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.pending[pod]; ok && t.Owner == owner {
+		t.Copied, t.Total = copied, total
+		s.pending[pod] = t
+	}
+	return s.err
+}
+
 func (s *memStore) EndTransition(ctx context.Context, pod string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

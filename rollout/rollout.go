@@ -65,6 +65,8 @@ type StateStore interface {
 	// ClaimTransition hands pod's transition from instance from to
 	// instance to and reports whether it was still from's.
 	ClaimTransition(ctx context.Context, pod, from, to string) (bool, error)
+	// TransitionProgress records how far owner's copy for pod is.
+	TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error
 	// PendingTransitions returns every recorded transition.
 	PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error)
 	// EndTransition forgets pod's transition and reports whether there
@@ -197,7 +199,6 @@ const (
 	DefaultPlanInterval      = 2 * time.Second
 	DefaultLeaseDuration     = 10 * time.Second
 	DefaultStaleAfter        = 5 * time.Second
-	DefaultSoak              = 30 * time.Minute
 	DefaultBackfillWait      = 500 * time.Millisecond
 	DefaultResumeInterval    = 2 * time.Second
 	DefaultProgressInterval  = 10 * time.Second
@@ -556,6 +557,7 @@ func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
 	for _, p := range c.PodConfigs {
 		out = append(out, c.status(p.Name))
 	}
+	c.remoteTransitions(ctx, out)
 	return out, nil
 }
 
@@ -565,8 +567,9 @@ func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, er
 	if _, ok := c.config(pod); !ok {
 		return nil, unknownPod(pod)
 	}
-	st := c.status(pod)
-	return &st, nil
+	st := []tandem.PodStatus{c.status(pod)}
+	c.remoteTransitions(ctx, st)
+	return &st[0], nil
 }
 
 func unknownPod(pod string) error {

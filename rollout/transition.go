@@ -16,6 +16,9 @@ import (
 // copy is done; a PUT of redis cancels it. A copy whose instance died is
 // started again by any instance (ResumeTransitions).
 
+// remoteTimeout bounds the read of the other instances' transitions.
+const remoteTimeout = 300 * time.Millisecond
+
 // transitionRun is a background transition running on this instance.
 type transitionRun struct {
 	pod       string
@@ -46,6 +49,31 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 		}
 	}
 	return t
+}
+
+// remoteTransitions shows, in the statuses without a transition here, the
+// transitions that run on other instances, with the progress they last
+// recorded. A control database that does not answer shows none.
+func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStatus) {
+	if c.Ops == nil {
+		return
+	}
+	// The statuses otherwise come from memory: a slow control database
+	// must not hold them up.
+	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
+	defer cancel()
+	pts, err := c.Store.PendingTransitions(ctx)
+	if err != nil {
+		return
+	}
+	for _, pt := range pts {
+		for i := range sts {
+			if sts[i].Pod == pt.Pod && sts[i].Transition == nil && sts[i].Mode == tandem.ModeRedis {
+				sts[i].Transition = &tandem.Transition{To: pt.To, Phase: tandem.TransitionBackfill,
+					Copied: pt.Copied, Total: pt.Total, StartedAt: pt.StartedAt}
+			}
+		}
+	}
 }
 
 // Transitioning reports whether a background transition runs for pod on
@@ -134,6 +162,11 @@ wait:
 			break wait
 		case <-tick.C:
 			if t := c.transition(pod); t != nil {
+				pctx, cancel := context.WithTimeout(ctx, storeTimeout)
+				if err := c.Store.TransitionProgress(pctx, pod, c.InstanceID, t.Copied, t.Total); err != nil {
+					c.report(fmt.Errorf("record the progress of %s: %w", pod, err))
+				}
+				cancel()
 				c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillProgress, Pod: pod,
 					Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: fmt.Sprintf("%s: copied %d of %d", t.Step, t.Copied, t.Total)})
 			}

@@ -128,5 +128,14 @@ func TestController_BackfillInBackground(t *testing.T) {
 		if e.ctl.Transitioning("pod-a") || len(e.ops.backfilled) != 0 {
 			t.Error("took over the copy of a live instance")
 		}
+		// Its progress shows here as that instance records it.
+		_ = store.TransitionProgress(ctx, "pod-a", "other", 5, 10)
+		st, err := e.ctl.Pod(ctx, "pod-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr := st.Transition; tr == nil || tr.Copied != 5 || tr.Total != 10 || tr.To != tandem.ModeShadow {
+			t.Fatalf("got transition %+v, want the other instance's copy, 5 of 10", tr)
+		}
 	})
 }

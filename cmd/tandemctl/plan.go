@@ -116,6 +116,9 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 	if st.Waiting != "" {
 		fmt.Fprintf(w, "waiting:     %s\n", st.Waiting)
 	}
+	if eta, ok := planETA(st, now); ok && st.Phase == "running" {
+		fmt.Fprintf(w, "eta:         about %s (the soaks left, if every gate passes)\n", eta)
+	}
 	if len(st.Pods) == 0 {
 		fmt.Fprintln(w, "no pods")
 		return
@@ -145,6 +148,32 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// planETA estimates the time the soaks still take: the rest of each
+// running soak and both soaks of every pending pod, parallel at a time.
+func planETA(st tandem.Plan, now time.Time) (time.Duration, bool) {
+	shadow, err1 := time.ParseDuration(st.Settings.ShadowSoak)
+	mysql, err2 := time.ParseDuration(st.Settings.MySQLSoak)
+	if err1 != nil || err2 != nil || st.Settings.Parallel < 1 {
+		return 0, false
+	}
+	var total time.Duration
+	for _, p := range st.Pods {
+		left := time.Duration(0)
+		if p.SoakUntil != nil && p.SoakUntil.After(now) {
+			left = p.SoakUntil.Sub(now)
+		}
+		switch p.Step {
+		case "pending", "backfill":
+			total += shadow + mysql
+		case "shadow_soak", "awaiting_approval":
+			total += left + mysql
+		case "mysql_soak":
+			total += left
+		}
+	}
+	return (total / time.Duration(st.Settings.Parallel)).Round(time.Second), true
 }
 
 // planGates sums a pod's gates up: "pass", or the failing ones.

@@ -33,7 +33,7 @@ func TestPlan(t *testing.T) {
 				"waiting:     pod-b: soaking in mysql until 2026-11-30T10:30:00Z\n",
 				"settings:    shadow soak 30m0s, mysql soak 30m0s, final mode mysql, parallel 1, approval false\n",
 				"ORDER  POD    MODE   STEP        SOAK_LEFT  GATES", "1      pod-b  mysql  mysql_soak", "2      pod-a  redis  pending",
-				"pod-b gates:\n", "min_soak", "29m0s more soak"}},
+				"pod-b gates:\n", "min_soak", "29m0s more soak", "eta:         about "}},
 		{name: "StatusIdleNoPods", args: []string{"plan"}, status: 200, answer: `{"phase":"idle","order":[],"promoted":[],"pods":[]}`,
 			wantMethod: "GET", wantPath: "/admin/plan", wantOut: []string{"plan:        idle\n", "no pods\n"}},
 		{name: "Start", args: []string{"plan", "start", "--reason", "gates green"}, status: 200, answer: planAnswer,
