@@ -167,9 +167,9 @@ func TestController_Plan(t *testing.T) {
 		if c, _ := check(p, "pod-b", tandem.GateComparisons); c.Passing || c.Threshold != 100 {
 			t.Errorf("got %+v, want comparisons failing against 100", c)
 		}
-		if !slices.Contains(e.store.actions(), rollout.ActionAudit) {
-			t.Error("the plan did not run the audit its gate needs")
-		}
+		eventually(t, "the plan runs the audit its gate needs", func() bool {
+			return slices.Contains(e.store.actions(), rollout.ActionAudit)
+		})
 	})
 
 	t.Run("P99GateFails", func(t *testing.T) {

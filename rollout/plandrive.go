@@ -14,6 +14,9 @@ import (
 // gate needs for a pod.
 const planAuditEvery = time.Minute
 
+// planAuditTimeout bounds one such audit.
+const planAuditTimeout = 10 * time.Minute
+
 // StepPlan is one turn of the plan's driver: it takes or renews the lease
 // (so that exactly one instance drives the plan; another takes over once
 // the lease runs out) and, while the plan runs, advances every pod it
@@ -172,7 +175,7 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 		}
 		if !g.Passing {
 			p.Waiting = "gates failing: " + strings.Join(failing(g, false), ", ")
-			c.auditForGates(ctx, p, g)
+			c.auditForGates(p, g)
 			return false
 		}
 		p.Passed = true
@@ -248,20 +251,40 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 	p.Passed = true
 }
 
-// auditForGates runs the drift audit the audit gate lacks, at most every
-// planAuditEvery per pod.
-func (c *Controller) auditForGates(ctx context.Context, p *planPod, g tandem.PlanGates) {
+// auditForGates starts the drift audit the audit gate lacks, at most
+// every planAuditEvery per pod. It runs in the background: an audit of a
+// big pod can outlast the lease, which the driver's turns must renew.
+func (c *Controller) auditForGates(p *planPod, g tandem.PlanGates) {
 	if c.Ops == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
 		return
 	}
 	for _, ch := range g.Checks {
-		if ch.Gate == tandem.GateAudit && !ch.Passing {
-			p.AuditedAt, p.AuditedBy = c.Now().UTC(), c.InstanceID
-			if _, err := c.Audit(ctx, p.Pod, planChange("the drift audit of the audit gate")); err != nil {
-				c.report(fmt.Errorf("plan audit of %s: %w", p.Pod, err))
-			}
+		if ch.Gate != tandem.GateAudit || ch.Passing {
+			continue
+		}
+		c.trMu.Lock()
+		if c.auditing[p.Pod] {
+			c.trMu.Unlock()
 			return
 		}
+		c.auditing[p.Pod] = true
+		c.trMu.Unlock()
+		p.AuditedAt, p.AuditedBy = c.Now().UTC(), c.InstanceID
+		c.wg.Add(1)
+		go func(pod string) {
+			defer c.wg.Done()
+			defer func() {
+				c.trMu.Lock()
+				delete(c.auditing, pod)
+				c.trMu.Unlock()
+			}()
+			ctx, cancel := context.WithTimeout(c.ctx, planAuditTimeout)
+			defer cancel()
+			if _, err := c.Audit(ctx, pod, planChange("the drift audit of the audit gate")); err != nil && c.ctx.Err() == nil {
+				c.report(fmt.Errorf("plan audit of %s: %w", pod, err))
+			}
+		}(p.Pod)
+		return
 	}
 }
 

@@ -268,6 +268,8 @@ type Controller struct {
 
 	trMu        sync.Mutex
 	transitions map[string]*transitionRun
+	// auditing lists the pods whose audit the plan runs (under trMu).
+	auditing map[string]bool
 
 	initOnce  sync.Once
 	startedAt time.Time
@@ -334,6 +336,7 @@ func (c *Controller) init() {
 			c.ProgressInterval = DefaultProgressInterval
 		}
 		c.transitions = map[string]*transitionRun{}
+		c.auditing = map[string]bool{}
 		if c.Now == nil {
 			c.Now = time.Now
 		}
