@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,10 +22,32 @@ func TestE2EPlanTakeover(t *testing.T) {
 	cfg.Rollout.AbortDivergenceRate = 0
 	fast := func(m *main.Main) { m.PlanInterval, m.PlanLease = 50*time.Millisecond, time.Second }
 	ins := []*Instance{MustRunMain(t, cfg, fast), MustRunMain(t, cfg, fast)}
+	shops := []int64{shopA, shopB}
+	const stock = 40
+	for _, s := range shops {
+		ins[0].Checkout.must(http.MethodPut, inventoryPath(s, 100, 1), obj{"on_hand": stock}, http.StatusOK)
+	}
+	// Buyers through both instances while they run: reserve one unit,
+	// claim every other cart.
+	claimed := map[int64]int64{}
+	n := 0
+	buy := func(in *Instance) {
+		for _, s := range shops {
+			n++
+			token := fmt.Sprintf("t-%d", n)
+			if st, _ := in.Checkout.call(http.MethodPost, "/v1/reservations", cart(token, s, line(100, 1, 1))); st == http.StatusCreated && n%2 == 0 {
+				if st, _ := in.Checkout.call(http.MethodPost, resPath(token, s, "/claim"), nil); st == http.StatusOK {
+					claimed[s]++
+				}
+			}
+		}
+	}
 	ins[0].Admin.must(http.MethodPost, "/admin/plan/start", obj{"reason": "takeover", "shadow_soak": "1s", "mysql_soak": "1s"}, http.StatusOK)
 
 	var driver string
 	eventually(t, "a driver", func() bool {
+		buy(ins[0])
+		buy(ins[1])
 		driver, _ = ins[0].Admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)["driver"].(string)
 		return driver != ""
 	})
@@ -43,6 +66,7 @@ func TestE2EPlanTakeover(t *testing.T) {
 		}
 	}()
 	poll(t, "the other instance finishing the plan", 50*time.Millisecond, func() bool {
+		buy(alive)
 		p := alive.Admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)
 		last = p
 		if p["phase"] == "aborted" {
@@ -57,6 +81,18 @@ func TestE2EPlanTakeover(t *testing.T) {
 	}
 	if !auditLogHasActor(alive.Admin, "plan_done", "", "plan", "done") {
 		t.Error("no plan_done by plan in the audit log")
+	}
+	for _, s := range shops {
+		inv := alive.Checkout.must(http.MethodGet, inventoryPath(s, 100, 1), nil, http.StatusOK)
+		if num(inv["on_hand"]) != stock-claimed[s] {
+			t.Errorf("shop %d: got on_hand %v, want %d - %d claimed", s, inv["on_hand"], stock, claimed[s])
+		}
+		stores, _ := inv["stores"].(obj)
+		r, _ := stores["redis"].(obj)
+		m, _ := stores["mysql"].(obj)
+		if r == nil || m == nil || num(r["available"]) != num(m["available"]) || num(r["reserved"]) != num(m["reserved"]) {
+			t.Errorf("shop %d: got stores %v, want Redis and MySQL to agree", s, stores)
+		}
 	}
 }
 
