@@ -90,6 +90,11 @@ func (c *Controller) Transitioning(pod string) bool {
 // longer one answers with the transition running, a failed one
 // EUNAVAILABLE with the mode unchanged.
 func (c *Controller) enterShadow(ctx context.Context, pod string, ch tandem.Change) (*tandem.PodStatus, *tandem.DryRun, error) {
+	if !c.Transitioning(pod) {
+		if st, ok := c.remoteCopy(ctx, pod); ok {
+			return st, nil, nil
+		}
+	}
 	c.trMu.Lock()
 	run := c.transitions[pod]
 	if run == nil {
@@ -118,6 +123,29 @@ func (c *Controller) enterShadow(ctx context.Context, pod string, ch tandem.Chan
 	}
 	st := c.status(pod)
 	return &st, nil, nil
+}
+
+// remoteCopy returns pod's status when a live instance other than this
+// one runs its copy already: the request joins it rather than starting a
+// second one.
+func (c *Controller) remoteCopy(ctx context.Context, pod string) (*tandem.PodStatus, bool) {
+	pts, err := c.Store.PendingTransitions(ctx)
+	if err != nil {
+		return nil, false
+	}
+	for _, pt := range pts {
+		if pt.Pod != pod || pt.Owner == c.InstanceID {
+			continue
+		}
+		live, err := c.liveInstances(ctx)
+		if err != nil || !live[pt.Owner] {
+			return nil, false
+		}
+		st := []tandem.PodStatus{c.status(pod)}
+		c.remoteTransitions(ctx, st)
+		return &st[0], st[0].Transition != nil
+	}
+	return nil, false
 }
 
 // startTransitionLocked runs pt in the background; c.trMu must be held.

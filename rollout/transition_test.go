@@ -128,9 +128,14 @@ func TestController_BackfillInBackground(t *testing.T) {
 		if e.ctl.Transitioning("pod-a") || len(e.ops.backfilled) != 0 {
 			t.Error("took over the copy of a live instance")
 		}
+		// A request here joins it rather than starting a second copy.
+		st, _, err := e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow})
+		if err != nil || st.Transition == nil || e.ctl.Transitioning("pod-a") {
+			t.Fatalf("got %+v, %v, transitioning here %t, want the other instance's copy joined", st, err, e.ctl.Transitioning("pod-a"))
+		}
 		// Its progress shows here as that instance records it.
 		_ = store.TransitionProgress(ctx, "pod-a", "other", 5, 10)
-		st, err := e.ctl.Pod(ctx, "pod-a")
+		st, err = e.ctl.Pod(ctx, "pod-a")
 		if err != nil {
 			t.Fatal(err)
 		}
