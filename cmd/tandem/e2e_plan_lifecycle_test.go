@@ -45,6 +45,12 @@ func TestE2EPlanLifecycle(t *testing.T) {
 	claimed := map[int64]int64{}
 	n := 0
 	order := []string{}
+	var last obj
+	defer func() {
+		if t.Failed() {
+			t.Logf("last plan: %v", last)
+		}
+	}()
 	poll(t, "the plan done", 20*time.Millisecond, func() bool {
 		// A buyer per turn on every pod: reserve 1, claim every other.
 		for _, s := range shops {
@@ -57,6 +63,7 @@ func TestE2EPlanLifecycle(t *testing.T) {
 			}
 		}
 		p := admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)
+		last = p
 		for _, pp := range asSlice(p["pods"]) {
 			pp := pp.(obj)
 			if pp["step"] != "pending" && !contains(order, pp["pod"].(string)) {
