@@ -91,6 +91,54 @@ type PodStatus struct {
 	Shops         string    `json:"shops"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	Gates         Gates     `json:"gates"`
+	// Transition is the change that runs in the background (the backfill
+	// of MySQL before entering shadow); nil when none runs.
+	Transition *Transition `json:"transition,omitempty"`
+}
+
+// Transition phases.
+const (
+	// TransitionBackfill is the copy of Redis's holds into MySQL before a
+	// pod enters shadow.
+	TransitionBackfill = "backfill"
+)
+
+// Transition is API.md's POD.transition: a mode change whose work runs in
+// the background; the mode applies when it is done.
+type Transition struct {
+	To    Mode   `json:"to"`
+	Phase string `json:"phase"`
+	// Step is the backfill's own step: follow, copy, catch_up or done.
+	Step      string    `json:"step,omitempty"`
+	Copied    int       `json:"copied"`
+	Total     int       `json:"total"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// PlanRecord is the rollout plan as the control database stores it: its
+// document (the plan's own encoding; empty when no plan ever ran), the
+// version that guards every write, and the lease of the instance that
+// drives it.
+type PlanRecord struct {
+	Doc        []byte
+	Version    int64
+	Driver     string
+	LeaseUntil time.Time
+}
+
+// PendingTransition is a background transition as the control database
+// records it, so that one interrupted by a crash starts again.
+type PendingTransition struct {
+	Pod string
+	To  Mode
+	// Owner is the instance that runs it.
+	Owner     string
+	Actor     string
+	Reason    string
+	StartedAt time.Time
+	// Copied and Total are the copy's progress as its instance last wrote it.
+	Copied int
+	Total  int
 }
 
 // ModeChange asks to move a pod to another mode.

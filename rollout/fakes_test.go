@@ -19,8 +19,12 @@ type memStore struct {
 	pods      map[string]*storedPod
 	log       []tandem.AuditLogEntry
 	instances map[string]tandem.Instance
+	pending   map[string]tandem.PendingTransition
+	plan      tandem.PlanRecord
 	err       error
 }
+
+var _ rollout.StateStore = (*memStore)(nil)
 
 type storedPod struct {
 	pod      tandem.Pod
@@ -28,7 +32,8 @@ type storedPod struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{pods: map[string]*storedPod{}, instances: map[string]tandem.Instance{}}
+	return &memStore{pods: map[string]*storedPod{}, instances: map[string]tandem.Instance{},
+		pending: map[string]tandem.PendingTransition{}}
 }
 
 func (s *memStore) fail(err error) {
@@ -88,6 +93,108 @@ func (s *memStore) SetMode(ctx context.Context, pod string, from, to tandem.Mode
 	s.log = append(s.log, e)
 	s.version++
 	return s.version, nil
+}
+
+func (s *memStore) LoadPlan(ctx context.Context) (tandem.PlanRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.plan, s.err
+}
+
+func (s *memStore) SavePlan(ctx context.Context, doc []byte, version int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.plan.Version != version {
+		return 0, tandem.Errorf(tandem.ECONFLICT, "plan changed")
+	}
+	s.plan.Doc, s.plan.Version = append([]byte{}, doc...), version+1
+	return s.plan.Version, nil
+}
+
+func (s *memStore) LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false, s.err
+	}
+	if s.plan.Driver != id && !s.plan.LeaseUntil.Before(now) {
+		return false, nil
+	}
+	s.plan.Driver, s.plan.LeaseUntil = id, until
+	return true, nil
+}
+
+func (s *memStore) BeginTransition(ctx context.Context, t tandem.PendingTransition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.pending[t.Pod] = t
+	return nil
+}
+
+func (s *memStore) ClaimTransition(ctx context.Context, pod, from, to string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false, s.err
+	}
+	t, ok := s.pending[pod]
+	if !ok || t.Owner != from {
+		return false, nil
+	}
+	t.Owner = to
+	s.pending[pod] = t
+	return true, nil
+}
+
+func (s *memStore) PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	var out []tandem.PendingTransition
+	for _, t := range s.pending {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (s *memStore) TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.pending[pod]; ok && t.Owner == owner {
+		t.Copied, t.Total = copied, total
+		s.pending[pod] = t
+	}
+	return s.err
+}
+
+func (s *memStore) EndTransition(ctx context.Context, pod string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false, s.err
+	}
+	_, ok := s.pending[pod]
+	delete(s.pending, pod)
+	return ok, nil
+}
+
+func (s *memStore) FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error) {
+	s.mu.Lock()
+	if _, ok := s.pending[pod]; !ok {
+		s.mu.Unlock()
+		return 0, tandem.Errorf(tandem.ECONFLICT, "transition of %s cancelled", pod)
+	}
+	delete(s.pending, pod)
+	s.mu.Unlock()
+	return s.SetMode(ctx, pod, from, to, e)
 }
 
 func (s *memStore) MarkResynced(ctx context.Context, pod string, e tandem.AuditLogEntry) error {
@@ -217,21 +324,62 @@ func (f *fakeSwitch) Disengage(ctx context.Context, pods []string, ch tandem.Cha
 	return &st, nil
 }
 
-// fakeOps is an in-memory rollout.PodOps.
+// fakeOps is an in-memory rollout.PodOps. With hold set, a backfill
+// reports started (copied 1 of 2) and blocks until release is closed or
+// its ctx is cancelled.
 type fakeOps struct {
 	mu          sync.Mutex
 	backfilled  []string
 	backfillErr error
 	audit       tandem.Audit
+	hold        bool
+	started     chan string
+	release     chan struct{}
+	progress    map[string]*tandem.Transition
 }
 
+// holdBackfills makes every later backfill block until releaseBackfills.
+func (o *fakeOps) holdBackfills() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hold, o.started, o.release = true, make(chan string, 10), make(chan struct{})
+}
+
+func (o *fakeOps) releaseBackfills() { close(o.release) }
+
 func (o *fakeOps) Backfill(ctx context.Context, pod string) error {
+	o.mu.Lock()
+	if o.progress == nil {
+		o.progress = map[string]*tandem.Transition{}
+	}
+	o.progress[pod] = &tandem.Transition{Step: "copy", Copied: 1, Total: 2, StartedAt: time.Now()}
+	hold, started, release := o.hold, o.started, o.release
+	o.mu.Unlock()
+	if hold {
+		started <- pod
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.backfillErr != nil {
 		return o.backfillErr
 	}
+	o.progress[pod] = &tandem.Transition{Step: "done", Copied: 2, Total: 2, StartedAt: o.progress[pod].StartedAt}
 	o.backfilled = append(o.backfilled, pod)
+	return nil
+}
+
+func (o *fakeOps) BackfillProgress(pod string) *tandem.Transition {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.progress[pod]; p != nil {
+		c := *p
+		return &c
+	}
 	return nil
 }
 
@@ -293,6 +441,12 @@ var testGates = rollout.Gates{
 // shop, shadow), pod-c (10 shops, shadow) unless modes says otherwise.
 func newEnv(t *testing.T, store *memStore, modes ...tandem.Mode) *env {
 	t.Helper()
+	return newEnvAs(t, store, "test", modes...)
+}
+
+// newEnvAs is newEnv for the instance id.
+func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *env {
+	t.Helper()
 	if len(modes) == 0 {
 		modes = []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeShadow}
 	}
@@ -306,7 +460,9 @@ func newEnv(t *testing.T, store *memStore, modes ...tandem.Mode) *env {
 			{Name: "pod-c", Shops: mustShops(t, "100-109"), Mode: modes[2]},
 		},
 		Gates: testGates, Store: store, Switch: e.sw, Comparator: cmp, Ops: e.ops,
-		InstanceID: "test", PollInterval: 5 * time.Millisecond, Soak: time.Hour,
+		InstanceID: id, PollInterval: 5 * time.Millisecond,
+		// A backfill that is not held ends long before this.
+		BackfillWait: time.Minute,
 		// The background abort and plan loops are driven by hand in tests.
 		AbortInterval: time.Hour, PlanInterval: time.Hour,
 		Now: clk.Now,

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/rollout"
@@ -43,8 +44,13 @@ func TestController_OnChange(t *testing.T) {
 
 	e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow})
 	e.passGates(t, "pod-b")
-	e.ctl.StartPlan(ctx, why)
-	e.ctl.StepPlan(ctx)
+	zero := time.Duration(0)
+	if _, err := e.ctl.StartPlan(ctx, tandem.PlanStart{Change: why, ShadowSoak: &zero, MySQLSoak: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctl.StepPlan(ctx); err != nil {
+		t.Fatal(err)
+	}
 	e.record("pod-c", 100, 50)
 	e.ctl.CheckAbort(ctx)
 

@@ -2,19 +2,27 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tandemhq/tandem"
 )
 
+// The rollout plan moves the fleet pod by pod, smallest first: redis ->
+// shadow (with the backfill), a soak in shadow until the gates pass and
+// the minimum time has passed, shadow -> mysql, a soak in mysql, and
+// optionally mysql -> mysql_only. Its definition and progress live in the
+// control database (one document, every write guarded by its version), so
+// that any instance can answer for it and change it; exactly one instance,
+// the holder of the lease, drives it (see plandrive.go).
+
 // PlanPhase is where the rollout plan stands.
 type PlanPhase string
 
-// Plan phases. A paused plan resumes where it stopped; an aborted one (by
-// an operator, or by a kill switch on a pod it promoted) starts over.
+// Plan phases. A paused plan resumes where it stopped; an aborted or done
+// one is replaced by the next start.
 const (
 	PlanIdle    PlanPhase = "idle"
 	PlanRunning PlanPhase = "running"
@@ -23,24 +31,80 @@ const (
 	PlanDone    PlanPhase = "done"
 )
 
-// PlanStatus is the rollout plan as an operator sees it.
-type PlanStatus struct {
-	Phase PlanPhase `json:"phase"`
-	// Order is every pod, smallest (fewest shops) first.
-	Order []string `json:"order"`
-	// Promoted lists the pods the plan moved to mysql, in order.
-	Promoted []string `json:"promoted"`
-	// SoakUntil is when the last promoted pod has soaked long enough.
-	SoakUntil *time.Time `json:"soak_until,omitempty"`
-	// Waiting says why the plan does not advance, or why it stopped.
-	Waiting string `json:"waiting,omitempty"`
+// PlanStep is where one pod stands in the plan.
+type PlanStep string
+
+// Plan steps of a pod.
+const (
+	StepPending          PlanStep = "pending"
+	StepBackfill         PlanStep = "backfill"
+	StepShadowSoak       PlanStep = "shadow_soak"
+	StepAwaitingApproval PlanStep = "awaiting_approval"
+	StepMySQLSoak        PlanStep = "mysql_soak"
+	StepDone             PlanStep = "done"
+	StepSkipped          PlanStep = "skipped"
+	StepAborted          PlanStep = "aborted"
+)
+
+// inTransition reports whether the step counts against Parallel.
+func (s PlanStep) inTransition() bool {
+	return s == StepBackfill || s == StepShadowSoak || s == StepAwaitingApproval || s == StepMySQLSoak
 }
 
-type planState struct {
-	phase      PlanPhase
-	promoted   []string
-	promotedAt time.Time
-	waiting    string
+// PlanSettings are a plan's settings; the config's rollout.plan.* are the
+// defaults of StartPlan.
+type PlanSettings struct {
+	ShadowSoak time.Duration `json:"shadow_soak"`
+	MySQLSoak  time.Duration `json:"mysql_soak"`
+	// FinalMode is mysql or mysql_only.
+	FinalMode tandem.Mode `json:"final_mode"`
+	// Parallel is how many pods may be in transition at once.
+	Parallel int `json:"parallel"`
+	// Approval makes each promotion wait for ApprovePlan.
+	Approval bool `json:"approval"`
+}
+
+// DefaultPlanSettings are API.md's example values.
+var DefaultPlanSettings = PlanSettings{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute,
+	FinalMode: tandem.ModeMySQL, Parallel: 1}
+
+// planPod is one pod's progress in the persisted plan.
+type planPod struct {
+	Pod       string    `json:"pod"`
+	Step      PlanStep  `json:"step"`
+	Since     time.Time `json:"since"`
+	SoakUntil time.Time `json:"soak_until"`
+	// Approved is an operator's approval of the pod's next promotion.
+	Approved bool `json:"approved,omitempty"`
+	// Moved is set once the plan changed the pod's mode.
+	Moved bool `json:"moved,omitempty"`
+	// Passed is set once the gates of the current soak passed; a gate
+	// failing after that aborts the plan.
+	Passed bool `json:"passed,omitempty"`
+	// AuditedAt and AuditedBy are the plan's last audit of the pod and
+	// the instance that ran it: audits are counted by the comparator of
+	// the instance that ran them, so a new driver runs its own.
+	AuditedAt time.Time `json:"audited_at"`
+	AuditedBy string    `json:"audited_by,omitempty"`
+	Waiting   string    `json:"waiting,omitempty"`
+}
+
+// planDoc is the persisted plan.
+type planDoc struct {
+	Phase    PlanPhase    `json:"phase"`
+	Settings PlanSettings `json:"settings"`
+	Waiting  string       `json:"waiting,omitempty"`
+	Pods     []planPod    `json:"pods"`
+	Promoted []string     `json:"promoted"`
+}
+
+func (d *planDoc) pod(name string) *planPod {
+	for i := range d.Pods {
+		if d.Pods[i].Pod == name {
+			return &d.Pods[i]
+		}
+	}
+	return nil
 }
 
 // PlanOrder returns the pods in rollout order: by shop count ascending,
@@ -61,147 +125,258 @@ func (c *Controller) PlanOrder() []string {
 	return names
 }
 
-// PlanStatus returns the plan's state on this instance.
-func (c *Controller) PlanStatus() PlanStatus {
-	c.init()
-	c.planMu.Lock()
-	defer c.planMu.Unlock()
-	return c.planStatusLocked()
-}
-
-func (c *Controller) planStatusLocked() PlanStatus {
-	p := c.plan
-	st := PlanStatus{Phase: p.phase, Order: c.PlanOrder(), Promoted: append([]string{}, p.promoted...), Waiting: p.waiting}
-	if st.Phase == "" {
-		st.Phase = PlanIdle
-	}
-	if len(p.promoted) > 0 {
-		until := p.promotedAt.Add(c.Soak)
-		st.SoakUntil = &until
-	}
-	return st
-}
-
-// StartPlan starts (or resumes after a pause) the rollout plan on this
-// instance: every PlanInterval it promotes the next pod in PlanOrder from
-// shadow to mysql once its gates pass and the pod it promoted before has
-// soaked for Soak without its kill switch engaged. It never promotes two
-// pods in one step. Returns EINVALID, ECONFLICT (already running or done).
-func (c *Controller) StartPlan(ctx context.Context, ch tandem.Change) (PlanStatus, error) {
-	c.init()
-	ch, err := validateChange(ch)
+// loadPlan reads the persisted plan; a record with no document is idle.
+func (c *Controller) loadPlan(ctx context.Context) (planDoc, tandem.PlanRecord, error) {
+	rec, err := c.Store.LoadPlan(ctx)
 	if err != nil {
-		return PlanStatus{}, err
+		return planDoc{}, rec, unavailable(err, "load the rollout plan")
 	}
-	c.planMu.Lock()
-	defer c.planMu.Unlock()
-	switch c.plan.phase {
-	case PlanRunning:
-		return c.planStatusLocked(), tandem.Errorf(tandem.ECONFLICT, "the rollout plan is already running")
-	case PlanPaused:
-		c.plan.phase, c.plan.waiting = PlanRunning, ""
-	default:
-		c.plan = planState{phase: PlanRunning}
+	doc := planDoc{Phase: PlanIdle}
+	if len(rec.Doc) > 0 {
+		if err := json.Unmarshal(rec.Doc, &doc); err != nil {
+			return doc, rec, fmt.Errorf("decode the rollout plan: %w", err)
+		}
 	}
-	c.planAudit(ctx, ch, ActionPlanStart, "")
-	return c.planStatusLocked(), nil
+	return doc, rec, nil
 }
 
-// PausePlan stops the plan from advancing until StartPlan. Returns EINVALID,
-// ECONFLICT (not running).
-func (c *Controller) PausePlan(ctx context.Context, ch tandem.Change) (PlanStatus, error) {
-	return c.stopPlan(ctx, ch, PlanPaused, ActionPlanPause)
-}
-
-// AbortPlan stops the plan for good; StartPlan begins a new one. Pods it
-// promoted keep their mode (use the kill switch to move them back).
-// Returns EINVALID, ECONFLICT (not running or paused).
-func (c *Controller) AbortPlan(ctx context.Context, ch tandem.Change) (PlanStatus, error) {
-	return c.stopPlan(ctx, ch, PlanAborted, ActionPlanAbort)
-}
-
-func (c *Controller) stopPlan(ctx context.Context, ch tandem.Change, to PlanPhase, action string) (PlanStatus, error) {
-	c.init()
-	ch, err := validateChange(ch)
-	if err != nil {
-		return PlanStatus{}, err
+// updatePlan applies fn to the persisted plan and saves it, again when
+// another instance wrote first. fn returns the audit-log action of the
+// change ("" for none) or an error that leaves the plan as it was.
+func (c *Controller) updatePlan(ctx context.Context, ch tandem.Change, fn func(d *planDoc) (string, string, error)) (*tandem.Plan, error) {
+	for attempt := 0; ; attempt++ {
+		doc, rec, err := c.loadPlan(ctx)
+		if err != nil {
+			return nil, err
+		}
+		action, pod, err := fn(&doc)
+		if err != nil {
+			return c.planView(doc, rec), err
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Store.SavePlan(ctx, b, rec.Version); err != nil {
+			if tandem.ErrorCode(err) == tandem.ECONFLICT && attempt < 5 {
+				continue
+			}
+			return nil, unavailable(err, "save the rollout plan")
+		}
+		if action != "" {
+			c.planAudit(ctx, ch, action, pod, string(doc.Phase))
+		}
+		return c.planView(doc, rec), nil
 	}
-	c.planMu.Lock()
-	defer c.planMu.Unlock()
-	if c.plan.phase != PlanRunning && !(to == PlanAborted && c.plan.phase == PlanPaused) {
-		return c.planStatusLocked(), tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", c.planStatusLocked().Phase)
-	}
-	c.plan.phase = to
-	c.plan.waiting = fmt.Sprintf("%s by %s: %s", to, ch.Actor, ch.Reason)
-	c.planAudit(ctx, ch, action, "")
-	return c.planStatusLocked(), nil
 }
 
-func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, pod string) {
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: action, Pod: pod, Reason: ch.Reason,
-		Before: strings.Join(c.plan.promoted, ","), After: string(c.plan.phase)}
+func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, pod, after string) {
+	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: action, Pod: pod, Reason: ch.Reason, After: after}
 	if err := c.Store.AppendAudit(ctx, e); err != nil {
 		c.report(fmt.Errorf("record %s: %w", action, err))
 	}
 	c.changed(e)
 }
 
-// StepPlan advances a running plan by at most one promotion.
-func (c *Controller) StepPlan(ctx context.Context) error {
+// PlanStatus returns the persisted plan with every pod's gates. Returns
+// EUNAVAILABLE.
+func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 	c.init()
-	c.planMu.Lock()
-	defer c.planMu.Unlock()
-	if c.plan.phase != PlanRunning {
-		return nil
+	doc, rec, err := c.loadPlan(ctx)
+	if err != nil {
+		return nil, err
 	}
-	for _, pod := range c.plan.promoted {
-		if c.engaged(pod) {
-			c.plan.phase = PlanAborted
-			c.plan.waiting = fmt.Sprintf("aborted: kill switch engaged on %s, which the plan promoted", pod)
-			c.planAudit(ctx, tandem.Change{Actor: ActorPlan, Reason: c.plan.waiting}, ActionPlanAbort, pod)
-			return nil
-		}
+	return c.planView(doc, rec), nil
+}
+
+// StartPlan starts a plan over every pod, smallest first, with the
+// defaults (PlanDefaults) overridden by st. Returns EINVALID, ECONFLICT
+// (one is running or paused), EUNAVAILABLE.
+func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
+	c.init()
+	ch, err := validateChange(st.Change)
+	if err != nil {
+		return nil, err
 	}
-	if n := len(c.plan.promoted); n > 0 {
-		if until := c.plan.promotedAt.Add(c.Soak); c.Now().Before(until) {
-			c.plan.waiting = fmt.Sprintf("soaking %s until %s", c.plan.promoted[n-1], until.UTC().Format(time.RFC3339))
-			return nil
-		}
+	set, err := c.planSettings(st)
+	if err != nil {
+		return nil, err
 	}
-	for _, pod := range c.PlanOrder() {
-		mode := c.Mode(pod)
-		if mode == tandem.ModeMySQL || mode == tandem.ModeMySQLOnly {
-			continue
+	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
+		if d.Phase == PlanRunning || d.Phase == PlanPaused {
+			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s: resume or abort it first", d.Phase)
 		}
-		if mode == tandem.ModeRedis {
-			c.plan.waiting = fmt.Sprintf("%s is in redis: move it to shadow first", pod)
-			return nil
+		now := c.Now().UTC()
+		*d = planDoc{Phase: PlanRunning, Settings: set, Promoted: []string{}}
+		for _, pod := range c.PlanOrder() {
+			d.Pods = append(d.Pods, planPod{Pod: pod, Step: StepPending, Since: now})
 		}
-		if killBlocks(tandem.ModeMySQL, c.engaged(pod)) {
-			// The plan obeys the kill switch like an operator: it waits
-			// for someone to disengage it, and never promotes past it.
-			c.plan.waiting = fmt.Sprintf("%s: kill switch engaged; the plan promotes it only once disengaged", pod)
-			return nil
-		}
-		if g := c.EvaluateGates(pod); !g.Passing {
-			c.plan.waiting = fmt.Sprintf("%s: gates failing %v", pod, g.FailedGates)
-			return nil
-		}
-		ch := tandem.ModeChange{Mode: tandem.ModeMySQL, Change: tandem.Change{Actor: ActorPlan,
-			Reason: fmt.Sprintf("rollout plan: promote %s (step %d of %d, smallest first)", pod, len(c.plan.promoted)+1, len(c.PodConfigs))}}
-		if _, _, err := c.SetMode(ctx, pod, ch); err != nil {
-			c.plan.waiting = fmt.Sprintf("%s: %s", pod, tandem.ErrorMessage(err))
-			return fmt.Errorf("promote %s: %w", pod, err)
-		}
-		c.plan.promoted = append(c.plan.promoted, pod)
-		c.plan.promotedAt = c.Now()
-		c.plan.waiting = ""
-		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorPlan, Action: ActionPlanStep, Pod: pod, Reason: ch.Reason,
-			Before: string(mode), After: string(tandem.ModeMySQL)})
-		return nil
+		return ActionPlanStart, "", nil
+	})
+}
+
+func (c *Controller) planSettings(st tandem.PlanStart) (PlanSettings, error) {
+	s := c.PlanDefaults
+	if st.ShadowSoak != nil {
+		s.ShadowSoak = *st.ShadowSoak
 	}
-	c.plan.phase = PlanDone
-	c.plan.waiting = ""
-	c.planAudit(ctx, tandem.Change{Actor: ActorPlan, Reason: "every pod is on mysql"}, ActionPlanDone, "")
-	return nil
+	if st.MySQLSoak != nil {
+		s.MySQLSoak = *st.MySQLSoak
+	}
+	if st.FinalMode != nil {
+		s.FinalMode = *st.FinalMode
+	}
+	if st.Parallel != nil {
+		s.Parallel = *st.Parallel
+	}
+	if st.Approval != nil {
+		s.Approval = *st.Approval
+	}
+	switch {
+	case s.ShadowSoak < 0 || s.MySQLSoak < 0:
+		return s, tandem.Errorf(tandem.EINVALID, "soaks must not be negative")
+	case s.FinalMode != tandem.ModeMySQL && s.FinalMode != tandem.ModeMySQLOnly:
+		return s, tandem.Errorf(tandem.EINVALID, "final_mode must be mysql or mysql_only, got %q", s.FinalMode)
+	case s.Parallel < 1 || s.Parallel > 100:
+		return s, tandem.Errorf(tandem.EINVALID, "parallel must be 1..100, got %d", s.Parallel)
+	}
+	return s, nil
+}
+
+// PausePlan stops a running plan from advancing until ResumePlan.
+// Returns EINVALID, ECONFLICT (not running), EUNAVAILABLE.
+func (c *Controller) PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return c.movePlan(ctx, ch, ActionPlanPause, PlanPaused, PlanRunning)
+}
+
+// ResumePlan lets a paused plan advance again. Returns EINVALID, ECONFLICT
+// (not paused), EUNAVAILABLE.
+func (c *Controller) ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return c.movePlan(ctx, ch, ActionPlanResume, PlanRunning, PlanPaused)
+}
+
+// AbortPlan stops a running or paused plan for good; pods keep their mode
+// (the kill switch moves them back). Returns EINVALID, ECONFLICT,
+// EUNAVAILABLE.
+func (c *Controller) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return c.movePlan(ctx, ch, ActionPlanAbort, PlanAborted, PlanRunning, PlanPaused)
+}
+
+func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action string, to PlanPhase, from ...PlanPhase) (*tandem.Plan, error) {
+	c.init()
+	ch, err := validateChange(ch)
+	if err != nil {
+		return nil, err
+	}
+	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
+		ok := false
+		for _, f := range from {
+			ok = ok || d.Phase == f
+		}
+		if !ok {
+			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", d.Phase)
+		}
+		d.Phase = to
+		d.Waiting = fmt.Sprintf("%s by %s: %s", to, ch.Actor, ch.Reason)
+		if to == PlanRunning {
+			d.Waiting = ""
+		}
+		if to == PlanAborted {
+			for i := range d.Pods {
+				if d.Pods[i].Step.inTransition() {
+					d.Pods[i].Step = StepAborted
+				}
+			}
+		}
+		return action, "", nil
+	})
+}
+
+// ApprovePlan lets pod's next promotion go. Returns EINVALID, EUNKNOWNPOD,
+// ECONFLICT (no plan runs, or the pod is done), EUNAVAILABLE.
+func (c *Controller) ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return c.podPlanChange(ctx, ch, pod, ActionPlanApprove, func(p *planPod) {
+		p.Approved = true
+	})
+}
+
+// SkipPlan takes pod out of the plan where it stands. Returns EINVALID,
+// EUNKNOWNPOD, ECONFLICT, EUNAVAILABLE.
+func (c *Controller) SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return c.podPlanChange(ctx, ch, pod, ActionPlanSkip, func(p *planPod) {
+		p.Step, p.Waiting = StepSkipped, ""
+	})
+}
+
+func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, action string, fn func(p *planPod)) (*tandem.Plan, error) {
+	c.init()
+	ch, err := validateChange(ch)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := c.config(pod); !ok {
+		return nil, unknownPod(pod)
+	}
+	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
+		if d.Phase != PlanRunning && d.Phase != PlanPaused {
+			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", d.Phase)
+		}
+		p := d.pod(pod)
+		if p == nil || p.Step == StepDone || p.Step == StepSkipped || p.Step == StepAborted {
+			return "", "", tandem.Errorf(tandem.ECONFLICT, "pod %s has nothing left to do in the plan", pod)
+		}
+		fn(p)
+		return action, pod, nil
+	})
+}
+
+// planView is the persisted plan as PLAN shows it, with every pod's mode
+// and gates as this instance sees them.
+func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
+	now := c.Now()
+	out := &tandem.Plan{Phase: string(d.Phase), Waiting: d.Waiting, Order: c.PlanOrder(), Promoted: d.Promoted,
+		Pods: []tandem.PlanPod{}}
+	if out.Phase == "" {
+		out.Phase = string(PlanIdle)
+	}
+	if out.Promoted == nil {
+		out.Promoted = []string{}
+	}
+	set := d.Settings
+	if d.Phase == PlanIdle || d.Phase == "" {
+		set = c.PlanDefaults
+	}
+	out.Settings = tandem.PlanSettings{ShadowSoak: set.ShadowSoak.String(), MySQLSoak: set.MySQLSoak.String(),
+		FinalMode: set.FinalMode, Parallel: set.Parallel, Approval: set.Approval}
+	if rec.Driver != "" && rec.LeaseUntil.After(now) {
+		out.Driver = rec.Driver
+		until := rec.LeaseUntil.UTC()
+		out.LeaseUntil = &until
+	}
+	steps := map[string]planPod{}
+	for _, p := range d.Pods {
+		steps[p.Pod] = p
+	}
+	for _, name := range out.Order {
+		p, ok := steps[name]
+		if !ok {
+			p = planPod{Pod: name, Step: StepPending}
+		}
+		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: string(p.Step), Waiting: p.Waiting}
+		soak := set.ShadowSoak
+		mode := tandem.ModeShadow
+		if p.Step == StepMySQLSoak {
+			soak, mode = set.MySQLSoak, tandem.ModeMySQL
+		}
+		if !p.SoakUntil.IsZero() && (p.Step == StepShadowSoak || p.Step == StepMySQLSoak || p.Step == StepAwaitingApproval) {
+			until := p.SoakUntil.UTC()
+			pp.SoakUntil = &until
+			if left := p.SoakUntil.Sub(now); left > 0 {
+				pp.SoakRemaining = left.Round(time.Second).String()
+			}
+		}
+		pp.Gates = c.PlanGates(name, mode, p.Since, soak)
+		out.Pods = append(out.Pods, pp)
+	}
+	return out
 }

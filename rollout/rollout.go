@@ -10,7 +10,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +49,32 @@ type StateStore interface {
 	Heartbeat(ctx context.Context, id string, at time.Time, version int64) error
 	// Instances returns every recorded instance.
 	Instances(ctx context.Context) ([]tandem.Instance, error)
+
+	// LoadPlan returns the rollout plan's record.
+	LoadPlan(ctx context.Context) (tandem.PlanRecord, error)
+	// SavePlan writes the plan's document if its version is still version
+	// and returns the new one; ECONFLICT when another write came first.
+	SavePlan(ctx context.Context, doc []byte, version int64) (int64, error)
+	// LeasePlan makes instance id the plan's driver until until, if it
+	// already is or the lease ran out before now; it reports whether it is.
+	LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error)
+
+	// BeginTransition records that a background transition runs.
+	BeginTransition(ctx context.Context, t tandem.PendingTransition) error
+	// ClaimTransition hands pod's transition from instance from to
+	// instance to and reports whether it was still from's.
+	ClaimTransition(ctx context.Context, pod, from, to string) (bool, error)
+	// TransitionProgress records how far owner's copy for pod is.
+	TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error
+	// PendingTransitions returns every recorded transition.
+	PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error)
+	// EndTransition forgets pod's transition and reports whether there
+	// was one.
+	EndTransition(ctx context.Context, pod string) (bool, error)
+	// FinishTransition forgets pod's transition and moves it from from to
+	// to, in one transaction. Returns ECONFLICT when the transition was
+	// cancelled meanwhile or the pod is no longer in from.
+	FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error)
 }
 
 // KillSwitch is the kill switch as the controller uses it; killswitch's
@@ -75,8 +100,12 @@ type Comparisons interface {
 // PodOps is the work on a pod's stores that some changes need; cmd
 // implements it with the pod's engines.
 type PodOps interface {
-	// Backfill makes MySQL hold what Redis holds before the pod enters shadow.
+	// Backfill makes MySQL hold what Redis holds before the pod enters
+	// shadow; it blocks until the copy is done, ctx cancels it.
 	Backfill(ctx context.Context, pod string) error
+	// BackfillProgress returns the running or last backfill of pod (Step,
+	// Copied, Total, StartedAt), nil when none ran on this instance.
+	BackfillProgress(pod string) *tandem.Transition
 	// Audit compares both stores with the ledger.
 	Audit(ctx context.Context, pod string) (*tandem.Audit, error)
 	// Resync rebuilds the pod's Redis from MySQL and returns how many keys
@@ -106,12 +135,18 @@ type Gates struct {
 	// AbortDivergenceRate trips a pod's kill switch (0 disables).
 	AbortDivergenceRate float64
 	AbortMinComparisons int64
+	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
+	// soaks accept (0 disables).
+	MaxP99Factor float64
+	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
+	// accept (0 disables).
+	MaxMySQLErrorRate float64
 }
 
 // DefaultGates are API.md's example values.
 var DefaultGates = Gates{
 	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
-	AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
+	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
 }
 
 // Names of the gates and refusals in failed_gates.
@@ -126,35 +161,46 @@ const (
 
 // Actions written to the audit log.
 const (
-	ActionSetMode   = "set_mode"
-	ActionForceMode = "set_mode_forced"
-	ActionAudit     = "audit"
-	ActionResync    = "resync"
-	ActionPlanStart = "plan_start"
-	ActionPlanPause = "plan_pause"
-	ActionPlanAbort = "plan_abort"
-	ActionPlanDone  = "plan_done"
+	ActionSetMode     = "set_mode"
+	ActionForceMode   = "set_mode_forced"
+	ActionAudit       = "audit"
+	ActionResync      = "resync"
+	ActionPlanStart   = "plan_start"
+	ActionPlanPause   = "plan_pause"
+	ActionPlanAbort   = "plan_abort"
+	ActionPlanDone    = "plan_done"
+	ActionPlanResume  = "plan_resume"
+	ActionPlanApprove = "plan_approve"
+	ActionPlanSkip    = "plan_skip"
+	// Told to OnChange only: this instance took the plan's lease.
+	ActionPlanDriver = "plan_driver"
 	// Told to OnChange only (the mode change itself is in the audit log).
-	ActionBackfillStart  = "backfill_start"
-	ActionBackfillEnd    = "backfill_end"
-	ActionPlanStep       = "plan_step"
-	ActionAutomaticAbort = "automatic_abort"
+	ActionBackfillStart = "backfill_start"
+	ActionBackfillEnd   = "backfill_end"
+	// Written to the audit log when an operator cancels a running backfill.
+	ActionBackfillCancel   = "backfill_cancel"
+	ActionBackfillProgress = "backfill_progress"
+	ActionPlanStep         = "plan_step"
+	ActionAutomaticAbort   = "automatic_abort"
 )
 
 // ActorAuto is the actor of the automatic abort.
 const ActorAuto = "auto"
 
-// ActorPlan is the actor of the rollout plan's promotions.
-const ActorPlan = "rollout-plan"
+// ActorPlan is the actor of the rollout plan's own changes.
+const ActorPlan = "plan"
 
 // Defaults of the exported configuration fields.
 const (
 	DefaultPollInterval      = 250 * time.Millisecond
 	DefaultHeartbeatInterval = time.Second
 	DefaultAbortInterval     = time.Second
-	DefaultPlanInterval      = 5 * time.Second
+	DefaultPlanInterval      = 2 * time.Second
+	DefaultLeaseDuration     = 10 * time.Second
 	DefaultStaleAfter        = 5 * time.Second
-	DefaultSoak              = 30 * time.Minute
+	DefaultBackfillWait      = 500 * time.Millisecond
+	DefaultResumeInterval    = 2 * time.Second
+	DefaultProgressInterval  = 10 * time.Second
 	storeTimeout             = 5 * time.Second
 )
 
@@ -184,13 +230,25 @@ type Controller struct {
 	HeartbeatInterval time.Duration
 	// AbortInterval is how often the automatic abort checks the pods.
 	AbortInterval time.Duration
-	// PlanInterval is how often a running plan tries to advance.
+	// PlanInterval is how often the plan's driver renews its lease and
+	// advances the plan; keep it well under LeaseDuration.
 	PlanInterval time.Duration
+	// LeaseDuration is how long the plan's lease lasts unrenewed: how
+	// long a dead driver holds the plan before another instance takes it.
+	LeaseDuration time.Duration
+	// PlanDefaults are the settings of a plan that StartPlan does not set.
+	PlanDefaults PlanSettings
 	// StaleAfter marks an instance not seen for this long as stale.
 	StaleAfter time.Duration
-	// Soak is how long the plan waits after a promotion, without an abort,
-	// before it promotes the next pod.
-	Soak time.Duration
+	// BackfillWait is how long SetMode waits for the backfill before a pod
+	// enters shadow; a longer one answers with the transition running.
+	BackfillWait time.Duration
+	// ResumeInterval is how often the controller looks for transitions
+	// whose instance died, to run them again.
+	ResumeInterval time.Duration
+	// ProgressInterval is how often a running backfill's progress is told
+	// to OnChange.
+	ProgressInterval time.Duration
 
 	// Now returns the current time.
 	Now func() time.Time
@@ -208,8 +266,10 @@ type Controller struct {
 	// newer one.
 	reloadMu sync.Mutex
 
-	planMu sync.Mutex
-	plan   planState
+	trMu        sync.Mutex
+	transitions map[string]*transitionRun
+	// auditing lists the pods whose audit the plan runs (under trMu).
+	auditing map[string]bool
 
 	initOnce  sync.Once
 	startedAt time.Time
@@ -251,12 +311,32 @@ func (c *Controller) init() {
 		if c.PlanInterval <= 0 {
 			c.PlanInterval = DefaultPlanInterval
 		}
+		if c.LeaseDuration <= 0 {
+			c.LeaseDuration = DefaultLeaseDuration
+		}
+		if c.PlanDefaults == (PlanSettings{}) {
+			c.PlanDefaults = DefaultPlanSettings
+		}
+		if c.PlanDefaults.Parallel <= 0 {
+			c.PlanDefaults.Parallel = 1
+		}
+		if c.PlanDefaults.FinalMode == "" {
+			c.PlanDefaults.FinalMode = tandem.ModeMySQL
+		}
 		if c.StaleAfter <= 0 {
 			c.StaleAfter = DefaultStaleAfter
 		}
-		if c.Soak <= 0 {
-			c.Soak = DefaultSoak
+		if c.BackfillWait <= 0 {
+			c.BackfillWait = DefaultBackfillWait
 		}
+		if c.ResumeInterval <= 0 {
+			c.ResumeInterval = DefaultResumeInterval
+		}
+		if c.ProgressInterval <= 0 {
+			c.ProgressInterval = DefaultProgressInterval
+		}
+		c.transitions = map[string]*transitionRun{}
+		c.auditing = map[string]bool{}
 		if c.Now == nil {
 			c.Now = time.Now
 		}
@@ -307,6 +387,12 @@ func (c *Controller) Open(ctx context.Context) error {
 		return nil
 	})
 	c.loop(c.PlanInterval, "rollout plan", c.StepPlan)
+	if c.Ops != nil {
+		if err := c.ResumeTransitions(ctx); err != nil {
+			c.report(fmt.Errorf("resume transitions: %w", err))
+		}
+		c.loop(c.ResumeInterval, "resume transitions", c.ResumeTransitions)
+	}
 	return nil
 }
 
@@ -462,6 +548,7 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Shops:         cfg.Shops.String(),
 		UpdatedAt:     st.updatedAt,
 		Gates:         c.EvaluateGates(pod),
+		Transition:    c.transition(pod),
 	}
 }
 
@@ -472,6 +559,7 @@ func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
 	for _, p := range c.PodConfigs {
 		out = append(out, c.status(p.Name))
 	}
+	c.remoteTransitions(ctx, out)
 	return out, nil
 }
 
@@ -481,8 +569,9 @@ func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, er
 	if _, ok := c.config(pod); !ok {
 		return nil, unknownPod(pod)
 	}
-	st := c.status(pod)
-	return &st, nil
+	st := []tandem.PodStatus{c.status(pod)}
+	c.remoteTransitions(ctx, st)
+	return &st[0], nil
 }
 
 func unknownPod(pod string) error {
@@ -566,6 +655,11 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	ch.Change = change
 	from := c.Mode(pod)
+	if ch.Mode == tandem.ModeRedis && from == tandem.ModeRedis && !ch.DryRun {
+		if err := c.cancelTransition(ctx, pod, ch.Change); err != nil {
+			return nil, nil, err
+		}
+	}
 	if ch.Mode == from {
 		// Nothing to change: answered as it stands, not as a refusal.
 		if ch.DryRun {
@@ -585,9 +679,7 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
 	}
 	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
-		if err := c.backfill(ctx, pod, ch.Change); err != nil {
-			return nil, nil, err
-		}
+		return c.enterShadow(ctx, pod, ch.Change)
 	}
 	e := tandem.AuditLogEntry{
 		At: c.Now().UTC(), Actor: ch.Actor, Action: ActionSetMode, Pod: pod, Reason: ch.Reason,
@@ -609,224 +701,4 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	}
 	st := c.status(pod)
 	return &st, nil, nil
-}
-
-// backfill rebuilds pod's MySQL before it enters shadow, telling OnChange
-// when it starts and how it ends.
-func (c *Controller) backfill(ctx context.Context, pod string, ch tandem.Change) error {
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionBackfillStart, Pod: pod, Reason: ch.Reason,
-		Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
-	c.changed(e)
-	err := c.Ops.Backfill(ctx, pod)
-	e.At, e.Action, e.After = c.Now().UTC(), ActionBackfillEnd, "done"
-	if err != nil {
-		e.After = "failed: " + tandem.ErrorMessage(err)
-	}
-	c.changed(e)
-	if err != nil {
-		c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
-		return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(err))
-	}
-	return nil
-}
-
-// EngageKillSwitch engages pods (every pod when nil; a non-nil list must
-// name known pods, see killswitch).
-func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
-	return c.Switch.Engage(ctx, pods, ch)
-}
-
-// DisengageKillSwitch disengages pods (every pod when nil).
-func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
-	return c.Switch.Disengage(ctx, pods, ch)
-}
-
-// KillSwitch returns the kill switch state.
-func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, error) {
-	c.init()
-	st := c.Switch.State()
-	return &st, nil
-}
-
-// Divergences returns persisted divergences, newest first. Returns
-// EUNKNOWNPOD for a pod filter that names no pod, EINVALID for an unknown
-// kind, EUNAVAILABLE.
-func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
-	c.init()
-	if f.Pod != "" {
-		if _, ok := c.config(f.Pod); !ok {
-			return nil, unknownPod(f.Pod)
-		}
-	}
-	if f.Kind != "" && !slices.Contains(tandem.DivergenceKinds, f.Kind) {
-		return nil, tandem.Errorf(tandem.EINVALID, "unknown divergence kind %q", f.Kind)
-	}
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	if f.Limit > 1000 {
-		f.Limit = 1000
-	}
-	ds, err := c.Comparator.Divergences(ctx, f)
-	if err != nil {
-		return nil, unavailable(err, "list divergences")
-	}
-	if ds == nil {
-		ds = []tandem.Divergence{}
-	}
-	return ds, nil
-}
-
-// Report returns every pod's comparisons over the gate window.
-func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
-	c.init()
-	out := make([]tandem.Report, 0, len(c.PodConfigs))
-	for _, p := range c.PodConfigs {
-		out = append(out, c.Comparator.Report(p.Name, c.Mode(p.Name)))
-	}
-	return out, nil
-}
-
-// Audit runs the drift audit of pod, records it for the audit gate and
-// writes it to the audit log. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
-func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return nil, unknownPod(pod)
-	}
-	ch, err := validateChange(ch)
-	if err != nil {
-		return nil, err
-	}
-	a, err := c.Ops.Audit(ctx, pod)
-	if err != nil {
-		return nil, err
-	}
-	if a.Pod == "" {
-		a.Pod = pod
-	}
-	if a.At.IsZero() {
-		a.At = c.Now().UTC()
-	}
-	c.Comparator.RecordAudit(*a)
-	verdict := "clean"
-	if !a.Clean {
-		verdict = fmt.Sprintf("%d drifted of %d", len(a.Drifted), a.Checked)
-	}
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionAudit, Pod: pod, Reason: ch.Reason,
-		Before: string(c.Mode(pod)), After: verdict}
-	if err := c.Store.AppendAudit(ctx, e); err != nil {
-		c.report(fmt.Errorf("record audit of %s: %w", pod, err))
-	}
-	c.changed(e)
-	return a, nil
-}
-
-// Resync rebuilds pod's Redis from MySQL (from must be "mysql"), which lets
-// a mysql_only pod go back to mysql. Returns EINVALID, EUNKNOWNPOD,
-// ETRANSITIONREFUSED (the pod's mode has no MySQL to rebuild from),
-// EUNAVAILABLE.
-func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Change) (int, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return 0, unknownPod(pod)
-	}
-	if from != tandem.StoreMySQL {
-		return 0, tandem.Errorf(tandem.EINVALID, "from must be %q", tandem.StoreMySQL)
-	}
-	ch, err := validateChange(ch)
-	if err != nil {
-		return 0, err
-	}
-	mode := c.Mode(pod)
-	if mode != tandem.ModeMySQL && mode != tandem.ModeMySQLOnly {
-		return 0, tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s is in %s: MySQL is not its source of truth, nothing to resync from", pod, mode).
-			WithDetail("failed_gates", []string{RefusedTransition})
-	}
-	n, err := c.Ops.Resync(ctx, pod)
-	if err != nil {
-		return 0, err
-	}
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionResync, Pod: pod, Reason: ch.Reason,
-		Before: string(mode), After: fmt.Sprintf("%d keys rewritten", n)}
-	if err := c.Store.MarkResynced(ctx, pod, e); err != nil {
-		return 0, unavailable(err, "mark resynced")
-	}
-	c.changed(e)
-	return n, nil
-}
-
-// AuditLog returns the last limit (default 100, at most 1000) audit-log
-// entries, newest first. Returns EUNAVAILABLE.
-func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
-	c.init()
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
-	es, err := c.Store.AuditLog(ctx, limit)
-	if err != nil {
-		return nil, unavailable(err, "read audit log")
-	}
-	if es == nil {
-		es = []tandem.AuditLogEntry{}
-	}
-	return es, nil
-}
-
-// Instances returns every recorded instance, stale when it has not been
-// seen for StaleAfter. Returns EUNAVAILABLE.
-func (c *Controller) Instances(ctx context.Context) ([]tandem.Instance, error) {
-	c.init()
-	ins, err := c.Store.Instances(ctx)
-	if err != nil {
-		return nil, unavailable(err, "list instances")
-	}
-	now := c.Now()
-	for i := range ins {
-		ins[i].Stale = now.Sub(ins[i].LastSeen) > c.StaleAfter
-	}
-	if ins == nil {
-		ins = []tandem.Instance{}
-	}
-	return ins, nil
-}
-
-// CheckAbort trips the kill switch of every pod whose source of truth is
-// MySQL and whose window has at least AbortMinComparisons comparisons at a
-// divergence rate, or a MySQL error rate, at or above AbortDivergenceRate.
-// It returns the pods it tripped.
-func (c *Controller) CheckAbort(ctx context.Context) []string {
-	c.init()
-	g := c.Gates
-	if g.AbortDivergenceRate <= 0 || c.Comparator == nil || c.Switch == nil {
-		return nil
-	}
-	var tripped []string
-	for _, p := range c.PodConfigs {
-		// mysql_only has no shadow to compare and cannot fall back.
-		if c.Mode(p.Name).Effective(c.engaged(p.Name)) != tandem.ModeMySQL {
-			continue
-		}
-		n, rate := c.Comparator.GateStats(p.Name)
-		what := "divergence rate"
-		if _, errRate := c.Comparator.ErrorStats(p.Name); errRate > rate {
-			what, rate = "MySQL error rate", errRate
-		}
-		if n < g.AbortMinComparisons || rate < g.AbortDivergenceRate {
-			continue
-		}
-		reason := fmt.Sprintf("automatic abort: %s %.4f >= %.4f over %d comparisons in %s",
-			what, rate, g.AbortDivergenceRate, n, g.Window)
-		if _, err := c.Switch.Engage(ctx, []string{p.Name}, tandem.Change{Actor: ActorAuto, Reason: reason}); err != nil {
-			c.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
-			continue
-		}
-		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
-			Reason: reason, Before: string(tandem.ModeMySQL), After: "kill switch engaged"})
-		tripped = append(tripped, p.Name)
-	}
-	return tripped
 }

@@ -142,7 +142,10 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Get("/admin/plan", plan.status)
 		r.Post("/admin/plan/start", plan.start)
 		r.Post("/admin/plan/pause", plan.pause)
+		r.Post("/admin/plan/resume", plan.resume)
 		r.Post("/admin/plan/abort", plan.abort)
+		r.Post("/admin/plan/approve", plan.approve)
+		r.Post("/admin/plan/skip", plan.skip)
 	})
 	return r
 }
@@ -332,6 +335,9 @@ func (h *adminHandler) setMode(w http.ResponseWriter, r *http.Request) {
 		d := *dry
 		d.FailedGates, d.Allowed = nonNil(d.FailedGates), nonNil(d.Allowed)
 		writeJSON(w, http.StatusOK, d)
+	case status != nil && status.Transition != nil:
+		// The copy runs in the background; the mode applies when it is done.
+		writeJSON(w, http.StatusAccepted, podJSON(status))
 	case status != nil:
 		writeJSON(w, http.StatusOK, podJSON(status))
 	default:

@@ -9,44 +9,54 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// PlanStatus is the rollout plan as the admin API answers it (GET
-// /admin/plan and every plan change).
-type PlanStatus struct {
-	// Phase is one of idle, running, paused, aborted, done.
-	Phase string `json:"phase"`
-	// Order is every pod in rollout order, smallest first.
-	Order []string `json:"order"`
-	// Promoted lists the pods the plan moved to mysql, in order.
-	Promoted []string `json:"promoted"`
-	// SoakUntil is when the last promoted pod has soaked long enough.
-	SoakUntil *time.Time `json:"soak_until,omitempty"`
-	// Waiting says why the plan does not advance, or why it stopped.
-	Waiting string `json:"waiting,omitempty"`
-}
-
-// PlanService runs the pod-by-pod rollout plan. It is declared here, by
-// its one consumer, so that web does not depend on rollout; cmd/tandem
-// adapts the rollout controller to it.
+// PlanService runs the pod-by-pod rollout plan (API.md's PLAN); the
+// rollout controller implements it. It is declared here, by its one
+// consumer.
 //
-// The changes return EINVALID (bad change), ECONFLICT (the plan's phase
-// does not allow it: start while running, pause or abort while not
-// running) and EUNAVAILABLE. With ECONFLICT they may also return the
-// plan's current status, which the answer reports as details.phase.
+// The changes return EINVALID (bad change or setting), EUNKNOWNPOD,
+// ECONFLICT (the plan's phase does not allow it: start while one runs,
+// pause when not running, resume when not paused) and EUNAVAILABLE. With
+// ECONFLICT they may also return the plan, whose phase the answer reports
+// as details.phase.
 type PlanService interface {
-	// PlanStatus returns the plan's current state.
-	PlanStatus(ctx context.Context) (*PlanStatus, error)
-	// StartPlan starts the plan, or resumes a paused one.
-	StartPlan(ctx context.Context, ch tandem.Change) (*PlanStatus, error)
-	// PausePlan stops a running plan from advancing until StartPlan.
-	PausePlan(ctx context.Context, ch tandem.Change) (*PlanStatus, error)
+	// PlanStatus returns the plan with every pod's step and gates.
+	PlanStatus(ctx context.Context) (*tandem.Plan, error)
+	// StartPlan starts a plan over every pod, smallest first.
+	StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error)
+	// PausePlan stops a running plan from advancing until ResumePlan.
+	PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
+	// ResumePlan lets a paused plan advance again.
+	ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
 	// AbortPlan stops a running or paused plan for good.
-	AbortPlan(ctx context.Context, ch tandem.Change) (*PlanStatus, error)
+	AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
+	// ApprovePlan lets pod's next promotion go.
+	ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error)
+	// SkipPlan takes pod out of the plan where it stands.
+	SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error)
 }
 
 // planHandler serves /admin/plan over an optional PlanService.
 type planHandler struct {
 	*adminHandler
 	plan PlanService
+}
+
+// planStartBody is the body of POST /admin/plan/start.
+type planStartBody struct {
+	Reason     string       `json:"reason"`
+	Actor      string       `json:"actor"`
+	ShadowSoak *string      `json:"shadow_soak"`
+	MySQLSoak  *string      `json:"mysql_soak"`
+	FinalMode  *tandem.Mode `json:"final_mode"`
+	Parallel   *int         `json:"parallel"`
+	Approval   *bool        `json:"approval"`
+}
+
+// planPodBody is the body of POST /admin/plan/approve and /skip.
+type planPodBody struct {
+	Reason string `json:"reason"`
+	Actor  string `json:"actor"`
+	Pod    string `json:"pod"`
 }
 
 // available answers 404 not_found when this server runs no plan.
@@ -67,27 +77,73 @@ func (h *planHandler) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *planHandler) start(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "StartPlan", func(s PlanService) func(context.Context, tandem.Change) (*PlanStatus, error) {
-		return s.StartPlan
-	})
+	if !h.available(w, r) {
+		return
+	}
+	var body planStartBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, h.logger, err)
+		return
+	}
+	ch, err := changeBody{Reason: body.Reason, Actor: body.Actor}.change(r)
+	if err != nil {
+		writeError(w, r, h.logger, err)
+		return
+	}
+	st := tandem.PlanStart{Change: ch, FinalMode: body.FinalMode, Parallel: body.Parallel, Approval: body.Approval}
+	for _, d := range []struct {
+		in   *string
+		out  **time.Duration
+		name string
+	}{{body.ShadowSoak, &st.ShadowSoak, "shadow_soak"}, {body.MySQLSoak, &st.MySQLSoak, "mysql_soak"}} {
+		if d.in == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*d.in)
+		if err != nil || v < 0 {
+			writeError(w, r, h.logger, invalid("%s must be a duration like \"30m\", got %q", d.name, *d.in))
+			return
+		}
+		*d.out = &v
+	}
+	plan, err := h.plan.StartPlan(r.Context(), st)
+	h.answer(w, r, "StartPlan", plan, err)
 }
 
 func (h *planHandler) pause(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "PausePlan", func(s PlanService) func(context.Context, tandem.Change) (*PlanStatus, error) {
+	h.change(w, r, "PausePlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
 		return s.PausePlan
 	})
 }
 
+func (h *planHandler) resume(w http.ResponseWriter, r *http.Request) {
+	h.change(w, r, "ResumePlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
+		return s.ResumePlan
+	})
+}
+
 func (h *planHandler) abort(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "AbortPlan", func(s PlanService) func(context.Context, tandem.Change) (*PlanStatus, error) {
+	h.change(w, r, "AbortPlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
 		return s.AbortPlan
+	})
+}
+
+func (h *planHandler) approve(w http.ResponseWriter, r *http.Request) {
+	h.podChange(w, r, "ApprovePlan", func(s PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
+		return s.ApprovePlan
+	})
+}
+
+func (h *planHandler) skip(w http.ResponseWriter, r *http.Request) {
+	h.podChange(w, r, "SkipPlan", func(s PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
+		return s.SkipPlan
 	})
 }
 
 // change decodes a change body and applies it with the method that pick
 // selects (picked only once the service is known to exist).
 func (h *planHandler) change(w http.ResponseWriter, r *http.Request, method string,
-	pick func(PlanService) func(context.Context, tandem.Change) (*PlanStatus, error)) {
+	pick func(PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error)) {
 	if !h.available(w, r) {
 		return
 	}
@@ -105,9 +161,33 @@ func (h *planHandler) change(w http.ResponseWriter, r *http.Request, method stri
 	h.answer(w, r, method, st, err)
 }
 
+// podChange is change for the bodies that name a pod.
+func (h *planHandler) podChange(w http.ResponseWriter, r *http.Request, method string,
+	pick func(PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error)) {
+	if !h.available(w, r) {
+		return
+	}
+	var body planPodBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, h.logger, err)
+		return
+	}
+	ch, err := changeBody{Reason: body.Reason, Actor: body.Actor}.change(r)
+	if err != nil {
+		writeError(w, r, h.logger, err)
+		return
+	}
+	if body.Pod == "" {
+		writeError(w, r, h.logger, invalid("pod is required"))
+		return
+	}
+	st, err := pick(h.plan)(r.Context(), ch, body.Pod)
+	h.answer(w, r, method, st, err)
+}
+
 // answer writes the plan or the error; a conflict names the phase that
 // caused it, so that a script can tell "already running" from "done".
-func (h *planHandler) answer(w http.ResponseWriter, r *http.Request, method string, st *PlanStatus, err error) {
+func (h *planHandler) answer(w http.ResponseWriter, r *http.Request, method string, st *tandem.Plan, err error) {
 	switch {
 	case err != nil:
 		var te *tandem.Error
@@ -122,10 +202,14 @@ func (h *planHandler) answer(w http.ResponseWriter, r *http.Request, method stri
 	}
 }
 
-// planJSON never shows order or promoted as null.
-func planJSON(st *PlanStatus) *PlanStatus {
+// planJSON never shows a list as null.
+func planJSON(st *tandem.Plan) *tandem.Plan {
 	c := *st
 	c.Order = nonNil(c.Order)
 	c.Promoted = nonNil(c.Promoted)
+	c.Pods = nonNil(c.Pods)
+	for i := range c.Pods {
+		c.Pods[i].Gates.Checks = nonNil(c.Pods[i].Gates.Checks)
+	}
 	return &c
 }

@@ -24,14 +24,14 @@ type fakePlan struct {
 
 var _ web.PlanService = (*fakePlan)(nil)
 
-func (f *fakePlan) answer(name string, arg any, phase string) (*web.PlanStatus, error) {
+func (f *fakePlan) answer(name string, arg any, phase string) (*tandem.Plan, error) {
 	f.record(name, arg)
 	if f.NoAnswer {
 		return nil, nil
 	}
 	soak := at.Add(30 * time.Minute)
-	st := &web.PlanStatus{Phase: phase, Order: []string{"pod-b", "pod-a"}, Promoted: []string{"pod-b"},
-		SoakUntil: &soak, Waiting: "soaking pod-b"}
+	st := &tandem.Plan{Phase: phase, Order: []string{"pod-b", "pod-a"}, Promoted: []string{"pod-b"},
+		Waiting: "soaking pod-b", Pods: []tandem.PlanPod{{Pod: "pod-b", Mode: tandem.ModeMySQL, Step: "mysql_soak", SoakUntil: &soak}}}
 	if f.Err != nil {
 		if f.ErrStatus {
 			return st, f.Err
@@ -41,20 +41,35 @@ func (f *fakePlan) answer(name string, arg any, phase string) (*web.PlanStatus, 
 	return st, nil
 }
 
-func (f *fakePlan) PlanStatus(ctx context.Context) (*web.PlanStatus, error) {
+func (f *fakePlan) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 	return f.answer("PlanStatus", nil, "running")
 }
 
-func (f *fakePlan) StartPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
-	return f.answer("StartPlan", ch, "running")
+func (f *fakePlan) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
+	if st.ShadowSoak == nil && st.MySQLSoak == nil && st.FinalMode == nil && st.Parallel == nil && st.Approval == nil {
+		return f.answer("StartPlan", st.Change, "running")
+	}
+	return f.answer("StartPlan", st, "running")
 }
 
-func (f *fakePlan) PausePlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+func (f *fakePlan) PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
 	return f.answer("PausePlan", ch, "paused")
 }
 
-func (f *fakePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
+func (f *fakePlan) ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return f.answer("ResumePlan", ch, "running")
+}
+
+func (f *fakePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
 	return f.answer("AbortPlan", ch, "aborted")
+}
+
+func (f *fakePlan) ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return f.answer("ApprovePlan", pod, "running")
+}
+
+func (f *fakePlan) SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return f.answer("SkipPlan", pod, "running")
 }
 
 // newPlanAdmin returns an admin handler with a fake plan.
@@ -70,6 +85,9 @@ var planRoutes = []struct{ method, target, call string }{
 	{"POST", "/admin/plan/start", "StartPlan"},
 	{"POST", "/admin/plan/pause", "PausePlan"},
 	{"POST", "/admin/plan/abort", "AbortPlan"},
+	{"POST", "/admin/plan/resume", "ResumePlan"},
+	{"POST", "/admin/plan/approve", "ApprovePlan"},
+	{"POST", "/admin/plan/skip", "SkipPlan"},
 }
 
 func TestPlanRoutes(t *testing.T) {
@@ -91,6 +109,12 @@ func TestPlanRoutes(t *testing.T) {
 			call: "PausePlan", arg: tandem.Change{Actor: defaultActor, Reason: "peak hours"}, wantPhase: "paused"},
 		{name: "Abort", rq: req{method: "POST", target: "/admin/plan/abort", body: `{"reason":"divergences on pod-b"}`},
 			call: "AbortPlan", arg: tandem.Change{Actor: defaultActor, Reason: "divergences on pod-b"}, wantPhase: "aborted"},
+		{name: "Resume", rq: req{method: "POST", target: "/admin/plan/resume", body: `{"reason":"after peak"}`},
+			call: "ResumePlan", arg: tandem.Change{Actor: defaultActor, Reason: "after peak"}, wantPhase: "running"},
+		{name: "Approve", rq: req{method: "POST", target: "/admin/plan/approve", body: `{"reason":"looks good","pod":"pod-b"}`},
+			call: "ApprovePlan", arg: "pod-b", wantPhase: "running"},
+		{name: "StartWithSettings", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","shadow_soak":"5m","parallel":2}`},
+			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ShadowSoak: ptr(5 * time.Minute), Parallel: ptr(2)}, wantPhase: "running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, p := newPlanAdmin(t)
@@ -103,7 +127,10 @@ func TestPlanRoutes(t *testing.T) {
 				t.Fatalf("got argument %+v, want %+v", p.Last(), tc.arg)
 			}
 			want := map[string]any{"phase": tc.wantPhase, "order": []any{"pod-b", "pod-a"}, "promoted": []any{"pod-b"},
-				"soak_until": "2026-11-30T10:30:00Z", "waiting": "soaking pod-b"}
+				"waiting": "soaking pod-b", "driver": "",
+				"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false},
+				"pods": []any{map[string]any{"pod": "pod-b", "mode": "mysql", "step": "mysql_soak", "soak_until": "2026-11-30T10:30:00Z",
+					"gates": map[string]any{"passing": false, "checks": []any{}}}}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
@@ -112,7 +139,8 @@ func TestPlanRoutes(t *testing.T) {
 	t.Run("EmptyListsAreArrays", func(t *testing.T) {
 		h, _ := newAdmin(t, func(s *web.AdminServer) { s.Plan = idlePlan{} })
 		got := mustJSON(t, do(t, h, req{method: "GET", target: "/admin/plan", token: adminToken}), http.StatusOK)
-		want := map[string]any{"phase": "idle", "order": []any{}, "promoted": []any{}}
+		want := map[string]any{"phase": "idle", "order": []any{}, "promoted": []any{}, "pods": []any{}, "driver": "",
+			"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false}}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
@@ -122,20 +150,34 @@ func TestPlanRoutes(t *testing.T) {
 // idlePlan answers an idle plan with nil lists and no soak.
 type idlePlan struct{}
 
-func (idlePlan) PlanStatus(ctx context.Context) (*web.PlanStatus, error) {
-	return &web.PlanStatus{Phase: "idle"}, nil
+func ptr[T any](v T) *T { return &v }
+
+func (idlePlan) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "idle"}, nil
 }
 
-func (idlePlan) StartPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
-	return &web.PlanStatus{Phase: "running"}, nil
+func (idlePlan) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "running"}, nil
 }
 
-func (idlePlan) PausePlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
-	return &web.PlanStatus{Phase: "paused"}, nil
+func (idlePlan) PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "paused"}, nil
 }
 
-func (idlePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*web.PlanStatus, error) {
-	return &web.PlanStatus{Phase: "aborted"}, nil
+func (idlePlan) ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "running"}, nil
+}
+
+func (idlePlan) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "aborted"}, nil
+}
+
+func (idlePlan) ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "running"}, nil
+}
+
+func (idlePlan) SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
+	return &tandem.Plan{Phase: "running"}, nil
 }
 
 func TestPlanBadInput(t *testing.T) {
@@ -157,7 +199,9 @@ func TestPlanBadInput(t *testing.T) {
 		{name: "NotJSON", rq: req{method: "POST", target: "/admin/plan/start", body: `reason=r`, contentType: "application/x-www-form-urlencoded"}, status: 415, code: tandem.EUNSUPPORTEDMEDIATYPE},
 		{name: "TooLarge", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"` + strings.Repeat("a", web.MaxBodyBytes) + `"}`}, status: 413, code: tandem.EPAYLOADTOOLARGE},
 		{name: "WrongMethod", rq: req{method: "PUT", target: "/admin/plan/start", body: `{"reason":"r"}`}, status: 405, code: tandem.EINVALID},
-		{name: "UnknownAction", rq: req{method: "POST", target: "/admin/plan/resume", body: `{"reason":"r"}`}, status: 404, code: tandem.ENOTFOUND},
+		{name: "UnknownAction", rq: req{method: "POST", target: "/admin/plan/restart", body: `{"reason":"r"}`}, status: 404, code: tandem.ENOTFOUND},
+		{name: "ApproveWithoutPod", rq: req{method: "POST", target: "/admin/plan/approve", body: `{"reason":"r"}`}, status: 400, code: tandem.EINVALID},
+		{name: "BadSoak", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","shadow_soak":"soon"}`}, status: 400, code: tandem.EINVALID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, p := newPlanAdmin(t)

@@ -62,6 +62,24 @@ type RolloutConfig struct {
 	AbortDivergenceRate   float64       `yaml:"abort_divergence_rate"`
 	AbortMinComparisons   int64         `yaml:"abort_min_comparisons"`
 	AuditInterval         time.Duration `yaml:"audit_interval"`
+	// GateMaxP99Factor and GateMaxMySQLErrorRate are the plan's
+	// performance gates (0 disables each).
+	GateMaxP99Factor      float64    `yaml:"gate_max_p99_factor"`
+	GateMaxMySQLErrorRate float64    `yaml:"gate_max_mysql_error_rate"`
+	Plan                  PlanConfig `yaml:"plan"`
+}
+
+// PlanConfig holds the defaults of POST /admin/plan/start and the plan's
+// notifications.
+type PlanConfig struct {
+	ShadowSoak time.Duration `yaml:"shadow_soak"`
+	MySQLSoak  time.Duration `yaml:"mysql_soak"`
+	FinalMode  string        `yaml:"final_mode"`
+	Parallel   int           `yaml:"parallel"`
+	Approval   bool          `yaml:"approval"`
+	// Webhooks are URLs notified (JSON POST, Slack-compatible) of plan
+	// steps, pauses, aborts and kill switch changes.
+	Webhooks []string `yaml:"webhooks"`
 }
 
 // ShadowConfig bounds the shadow's work.
@@ -97,7 +115,8 @@ func DefaultConfig() Config {
 		Rollout: RolloutConfig{
 			GateMinComparisons: 1000, GateMaxDivergenceRate: 0.001, GateWindow: 15 * time.Minute,
 			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
-			AuditInterval: 5 * time.Minute,
+			AuditInterval: 5 * time.Minute, GateMaxP99Factor: 3, GateMaxMySQLErrorRate: 0.001,
+			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1},
 		},
 		Shadow: ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
 	}
@@ -202,6 +221,21 @@ func (c *Config) Validate() error {
 		return bad("rollout.abort_min_comparisons", "must be >= 0")
 	case ro.AuditInterval < 0:
 		return bad("rollout.audit_interval", "must be >= 0 (0 disables the scheduled audit)")
+	case ro.GateMaxP99Factor < 0:
+		return bad("rollout.gate_max_p99_factor", "must be >= 0 (0 disables)")
+	case ro.GateMaxMySQLErrorRate < 0 || ro.GateMaxMySQLErrorRate > 1:
+		return bad("rollout.gate_max_mysql_error_rate", "must be 0..1 (0 disables)")
+	case ro.Plan.ShadowSoak < 0 || ro.Plan.MySQLSoak < 0:
+		return bad("rollout.plan", "soaks must be >= 0")
+	case ro.Plan.FinalMode != "mysql" && ro.Plan.FinalMode != "mysql_only":
+		return bad("rollout.plan.final_mode", "must be mysql or mysql_only, got %q", ro.Plan.FinalMode)
+	case ro.Plan.Parallel < 1 || ro.Plan.Parallel > 100:
+		return bad("rollout.plan.parallel", "must be 1..100, got %d", ro.Plan.Parallel)
+	}
+	for _, u := range ro.Plan.Webhooks {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return bad("rollout.plan.webhooks", "must be http(s) URLs, got %q", u)
+		}
 	}
 	if c.Shadow.Timeout < time.Millisecond || c.Shadow.Timeout > 30*time.Second {
 		return bad("shadow.timeout", "must be 1ms..30s, got %s", c.Shadow.Timeout)

@@ -28,6 +28,7 @@ import (
 	"github.com/tandemhq/tandem/redisres"
 	"github.com/tandemhq/tandem/rollout"
 	"github.com/tandemhq/tandem/web"
+	"github.com/tandemhq/tandem/webhook"
 )
 
 // Main is one `tandem serve`: every part wired together. End-to-end tests
@@ -51,6 +52,16 @@ type Main struct {
 	Logger   *zap.Logger
 	Stdout   io.Writer
 	Stderr   io.Writer
+	// BeforeBackfill, when set, runs before every backfill of a pod's
+	// MySQL and may block it (ctx cancels it); end-to-end tests hold a copy
+	// with it to watch the transition.
+	BeforeBackfill func(ctx context.Context, pod string) error
+	// PlanInterval, when set, is how often the rollout plan's driver
+	// turns (default rollout.DefaultPlanInterval); tests shorten it.
+	PlanInterval time.Duration
+	// PlanLease, when set, is how long the plan's lease lasts unrenewed
+	// (default rollout.DefaultLeaseDuration); tests shorten it.
+	PlanLease time.Duration
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -74,6 +85,7 @@ type Main struct {
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
 	ctl      *rollout.Controller
+	hooks    *webhook.Notifier
 	fleet    *dualwrite.Fleet
 	pods     []*podRuntime
 	servers  []*http.Server
@@ -240,6 +252,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
 	}
 	m.cmp = &comparator.Comparator{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")}
+	if len(cfg.Rollout.Plan.Webhooks) > 0 {
+		m.hooks = &webhook.Notifier{URLs: cfg.Rollout.Plan.Webhooks, OnError: onError("webhook")}
+		m.hooks.Open()
+		m.closers = append(m.closers, m.hooks.Close)
+	}
 	podNames := make([]string, len(cfg.Pods))
 	podConfigs := make([]rollout.PodConfig, len(cfg.Pods))
 	for i, p := range cfg.Pods {
@@ -252,14 +269,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			MinComparisons: cfg.Rollout.GateMinComparisons, MaxDivergenceRate: cfg.Rollout.GateMaxDivergenceRate,
 			Window: cfg.Rollout.GateWindow, RequireAudit: cfg.Rollout.GateRequireAudit,
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
+			MaxP99Factor: cfg.Rollout.GateMaxP99Factor, MaxMySQLErrorRate: cfg.Rollout.GateMaxMySQLErrorRate,
 		},
-		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr,
-		OnError: onError("rollout"), OnChange: logControlAction(m.Logger),
+		PlanDefaults: rollout.PlanSettings{
+			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
+			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
+		},
+		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval,
+		LeaseDuration: m.PlanLease,
+		OnError:       onError("rollout"), OnChange: m.controlAction(),
 	}
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
-		OnChange: logControlAction(m.Logger),
+		OnChange: m.controlAction(),
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
@@ -280,7 +303,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.pods = append(m.pods, p)
 		m.fleet.Routers = append(m.fleet.Routers, p.router)
 	}
-	m.ctl.Ops = podOps{fleet: m.fleet}
+	m.ctl.Ops = podOps{fleet: m.fleet, before: m.BeforeBackfill}
 
 	if err := m.cmp.Open(); err != nil {
 		return err
@@ -308,7 +331,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: convergenceReports{AdminService: m.ctl, fleet: m.fleet}, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
-		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: planService{ctl: m.ctl}}
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
 	if metricsLn != nil {
@@ -510,16 +533,58 @@ func (m *Main) Close() error {
 	return nil
 }
 
+// notified are the control actions the webhooks hear of.
+var notified = map[string]bool{
+	rollout.ActionPlanStart: true, rollout.ActionPlanPause: true, rollout.ActionPlanResume: true,
+	rollout.ActionPlanAbort: true, rollout.ActionPlanDone: true, rollout.ActionPlanStep: true,
+	rollout.ActionPlanApprove: true, rollout.ActionPlanSkip: true, rollout.ActionAutomaticAbort: true,
+	killswitch.ActionEngage: true, killswitch.ActionDisengage: true,
+}
+
+// controlAction logs every control action and tells the webhooks of those
+// they hear of, without waiting for them.
+func (m *Main) controlAction() func(tandem.AuditLogEntry) {
+	log := logControlAction(m.Logger)
+	return func(e tandem.AuditLogEntry) {
+		log(e)
+		if m.hooks != nil && notified[e.Action] {
+			m.hooks.Notify(e)
+		}
+	}
+}
+
 // podOps runs backfill, audit and resync on a pod's stores for rollout.
-type podOps struct{ fleet *dualwrite.Fleet }
+type podOps struct {
+	fleet  *dualwrite.Fleet
+	before func(ctx context.Context, pod string) error
+}
 
 func (o podOps) Backfill(ctx context.Context, pod string) error {
 	r, err := o.fleet.Pod(pod)
 	if err != nil {
 		return err
 	}
+	if o.before != nil {
+		if err := o.before(ctx, pod); err != nil {
+			return err
+		}
+	}
 	_, err = r.Backfill(ctx)
 	return err
+}
+
+// BackfillProgress returns the pod's running or last backfill on this
+// instance.
+func (o podOps) BackfillProgress(pod string) *tandem.Transition {
+	r, err := o.fleet.Pod(pod)
+	if err != nil {
+		return nil
+	}
+	p := r.BackfillProgress()
+	if p == nil {
+		return nil
+	}
+	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt}
 }
 
 func (o podOps) Audit(ctx context.Context, pod string) (*tandem.Audit, error) {

@@ -37,8 +37,8 @@ var commands = []*command{
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "instances", usage: "instances",
 		summary: "list running serve instances and their control version", setup: instancesCmd},
-	{name: "plan", usage: "plan [start|pause|abort --reason R]",
-		summary: "show the pod-by-pod rollout plan, or start, pause or abort it", setup: planCmd},
+	{name: "plan", usage: "plan [start|pause|resume|abort --reason R | approve|skip POD --reason R]",
+		summary: "show the pod-by-pod rollout plan, or start, pause, resume, abort it, approve or skip a pod", setup: planCmd},
 	{name: "version", usage: "version",
 		summary: "print tandemctl's module version and VCS commit", setup: versionCmd, local: true},
 }

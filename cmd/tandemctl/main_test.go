@@ -118,6 +118,13 @@ func TestCommands(t *testing.T) {
 		{name: "ModeApplies", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 200, answer: podAnswer,
 			wantMethod: "PUT", wantPath: "/admin/pods/pod-a/mode",
 			wantBody: map[string]any{"mode": "shadow", "reason": "start shadowing"}, wantOut: []string{"pod-a", "shadow"}},
+		{name: "ModeBackfillRunning", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 202,
+			answer: `{"pod":"pod-a","mode":"redis","source_of_truth":"redis","shadow":"","kill_switch":false,"shops":"1-3",` +
+				`"updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":false,"passing":false,"failed_gates":[],"checks":[]},` +
+				`"transition":{"to":"shadow","phase":"backfill","step":"copy","copied":41000,"total":60000,"started_at":"2026-11-30T10:00:00Z"}}`,
+			wantMethod: "PUT", wantPath: "/admin/pods/pod-a/mode",
+			wantBody: map[string]any{"mode": "shadow", "reason": "start shadowing"},
+			wantOut:  []string{"pod-a: -> shadow running: backfill (copy) 41000 of 60000 holds copied (68%), started 2026-11-30T10:00:00Z"}},
 		{name: "ModeFlagsFirstWithForce", args: []string{"mode", "--force", "--reason=gates are stale", "pod-a", "mysql"}, status: 200, answer: podAnswer,
 			wantMethod: "PUT", wantPath: "/admin/pods/pod-a/mode",
 			wantBody: map[string]any{"mode": "mysql", "reason": "gates are stale", "force": true}},

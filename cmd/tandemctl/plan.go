@@ -7,79 +7,185 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/tandemhq/tandem"
 )
 
-// planStatus is the answer of GET /admin/plan and of every plan change.
-type planStatus struct {
-	Phase     string     `json:"phase"`
-	Order     []string   `json:"order"`
-	Promoted  []string   `json:"promoted"`
-	SoakUntil *time.Time `json:"soak_until"`
-	Waiting   string     `json:"waiting"`
+// planActions are the changes "plan ACTION" sends, by path; approve and
+// skip also name a pod.
+var planActions = map[string]string{
+	"start":   "/admin/plan/start",
+	"pause":   "/admin/plan/pause",
+	"resume":  "/admin/plan/resume",
+	"abort":   "/admin/plan/abort",
+	"approve": "/admin/plan/approve",
+	"skip":    "/admin/plan/skip",
 }
 
-// planActions are the changes "plan ACTION" sends, by path.
-var planActions = map[string]string{
-	"start": "/admin/plan/start",
-	"pause": "/admin/plan/pause",
-	"abort": "/admin/plan/abort",
+// planStartRequest is the body of POST /admin/plan/start.
+type planStartRequest struct {
+	Reason     string `json:"reason"`
+	ShadowSoak string `json:"shadow_soak,omitempty"`
+	MySQLSoak  string `json:"mysql_soak,omitempty"`
+	FinalMode  string `json:"final_mode,omitempty"`
+	Parallel   int    `json:"parallel,omitempty"`
+	Approval   *bool  `json:"approval,omitempty"`
+}
+
+// planPodRequest is the body of POST /admin/plan/approve and /skip.
+type planPodRequest struct {
+	Reason string `json:"reason"`
+	Pod    string `json:"pod"`
 }
 
 func planCmd(fs *flag.FlagSet) runFunc {
-	reason := fs.String("reason", "", "why (required with start, pause and abort; written to the audit log)")
+	reason := fs.String("reason", "", "why (required with every action; written to the audit log)")
+	shadowSoak := fs.String("shadow-soak", "", "start: how long each pod soaks in shadow (default from the config)")
+	mysqlSoak := fs.String("mysql-soak", "", "start: how long each pod soaks in mysql (default from the config)")
+	finalMode := fs.String("final-mode", "", "start: mysql or mysql_only (default from the config)")
+	parallel := fs.Int("parallel", 0, "start: at most this many pods in transition (default from the config)")
+	approval := fs.String("approval", "", "start: true to wait for 'plan approve POD' before each promotion")
 	return func(ctx context.Context, c *client, args []string) error {
-		var st planStatus
-		switch len(args) {
-		case 0:
+		var st tandem.Plan
+		if len(args) == 0 {
 			if *reason != "" {
-				return usagef("--reason goes with start, pause or abort")
+				return usagef("--reason goes with an action")
 			}
 			if ok, err := c.call(ctx, http.MethodGet, "/admin/plan", nil, nil, &st); !ok {
 				return err
 			}
-		case 1:
-			path, known := planActions[args[0]]
-			if !known {
-				return usagef("unknown plan action %q: want start, pause or abort", args[0])
-			}
-			if *reason == "" {
-				return usagef("--reason is required")
-			}
-			if ok, err := c.call(ctx, http.MethodPost, path, nil, reasonRequest{Reason: *reason}, &st); !ok {
-				return err
-			}
-		default:
-			return usagef("plan takes at most one action, got %d arguments", len(args))
+			printPlan(c.stdout, st, time.Now())
+			return nil
 		}
-		printPlan(c.stdout, st)
+		path, known := planActions[args[0]]
+		if !known {
+			return usagef("unknown plan action %q: want start, pause, resume, abort, approve or skip", args[0])
+		}
+		if *reason == "" {
+			return usagef("--reason is required")
+		}
+		var body any = reasonRequest{Reason: *reason}
+		switch args[0] {
+		case "approve", "skip":
+			if len(args) != 2 {
+				return usagef("plan %s takes POD", args[0])
+			}
+			body = planPodRequest{Reason: *reason, Pod: args[1]}
+		case "start":
+			req := planStartRequest{Reason: *reason, ShadowSoak: *shadowSoak, MySQLSoak: *mysqlSoak, FinalMode: *finalMode, Parallel: *parallel}
+			if *approval != "" {
+				b, err := strconv.ParseBool(*approval)
+				if err != nil {
+					return usagef("--approval must be true or false")
+				}
+				req.Approval = &b
+			}
+			body = req
+			fallthrough
+		default:
+			if len(args) != 1 {
+				return usagef("plan %s takes no more arguments, got %d", args[0], len(args)-1)
+			}
+		}
+		if ok, err := c.call(ctx, http.MethodPost, path, nil, body, &st); !ok {
+			return err
+		}
+		printPlan(c.stdout, st, time.Now())
 		return nil
 	}
 }
 
-// printPlan shows the phase, why the plan waits, and every pod in rollout
-// order, smallest first, with whether the plan promoted it.
-func printPlan(w io.Writer, st planStatus) {
+// printPlan shows the phase, the driver, why the plan waits, and every pod
+// in rollout order, smallest first, with its step, soak and gates.
+func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 	fmt.Fprintf(w, "plan:        %s\n", orDash(st.Phase))
+	if st.Driver != "" {
+		fmt.Fprintf(w, "driver:      %s", st.Driver)
+		if st.LeaseUntil != nil {
+			fmt.Fprintf(w, " (lease until %s)", when(*st.LeaseUntil))
+		}
+		fmt.Fprintln(w)
+	}
+	s := st.Settings
+	if s.FinalMode != "" {
+		fmt.Fprintf(w, "settings:    shadow soak %s, mysql soak %s, final mode %s, parallel %d, approval %t\n",
+			s.ShadowSoak, s.MySQLSoak, s.FinalMode, s.Parallel, s.Approval)
+	}
 	if st.Waiting != "" {
 		fmt.Fprintf(w, "waiting:     %s\n", st.Waiting)
 	}
-	if st.SoakUntil != nil && !st.SoakUntil.IsZero() {
-		fmt.Fprintf(w, "soak until:  %s\n", when(*st.SoakUntil))
+	if eta, ok := planETA(st, now); ok && st.Phase == "running" {
+		fmt.Fprintf(w, "eta:         about %s (the soaks left, if every gate passes)\n", eta)
 	}
-	if len(st.Order) == 0 {
+	if len(st.Pods) == 0 {
 		fmt.Fprintln(w, "no pods")
 		return
 	}
-	promoted := make(map[string]bool, len(st.Promoted))
-	for _, p := range st.Promoted {
-		promoted[p] = true
-	}
-	// Pods already on mysql before the plan started are skipped by it and
-	// show as not promoted; the waiting line names the pod it stands at.
-	tw := newTable(w, "ORDER", "POD", "PLAN")
-	for i, p := range st.Order {
-		row(tw, strconv.Itoa(i+1), p, onOff(promoted[p], "promoted", "not promoted"))
+	tw := newTable(w, "ORDER", "POD", "MODE", "STEP", "SOAK_LEFT", "GATES", "WAITING")
+	for i, p := range st.Pods {
+		left := "-"
+		if p.SoakUntil != nil {
+			left = "0s"
+			if d := p.SoakUntil.Sub(now); d > 0 {
+				left = d.Round(time.Second).String()
+			}
+		}
+		row(tw, strconv.Itoa(i+1), p.Pod, string(p.Mode), p.Step, left, planGates(p.Gates), orDash(p.Waiting))
 	}
 	tw.Flush()
+	for _, p := range st.Pods {
+		if p.Step == "pending" || p.Step == "done" || p.Step == "skipped" {
+			continue
+		}
+		fmt.Fprintf(w, "%s gates:\n", p.Pod)
+		for _, ch := range p.Gates.Checks {
+			fmt.Fprintf(w, "  %-20s %-5s value %g, threshold %g", ch.Gate, onOff(ch.Passing, "pass", "FAIL"), ch.Value, ch.Threshold)
+			if ch.Missing != "" {
+				fmt.Fprintf(w, " (%s)", ch.Missing)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// planETA estimates the time the soaks still take: the rest of each
+// running soak and both soaks of every pending pod, parallel at a time.
+func planETA(st tandem.Plan, now time.Time) (time.Duration, bool) {
+	shadow, err1 := time.ParseDuration(st.Settings.ShadowSoak)
+	mysql, err2 := time.ParseDuration(st.Settings.MySQLSoak)
+	if err1 != nil || err2 != nil || st.Settings.Parallel < 1 {
+		return 0, false
+	}
+	var total time.Duration
+	for _, p := range st.Pods {
+		left := time.Duration(0)
+		if p.SoakUntil != nil && p.SoakUntil.After(now) {
+			left = p.SoakUntil.Sub(now)
+		}
+		switch p.Step {
+		case "pending", "backfill":
+			total += shadow + mysql
+		case "shadow_soak", "awaiting_approval":
+			total += left + mysql
+		case "mysql_soak":
+			total += left
+		}
+	}
+	return (total / time.Duration(st.Settings.Parallel)).Round(time.Second), true
+}
+
+// planGates sums a pod's gates up: "pass", or the failing ones.
+func planGates(g tandem.PlanGates) string {
+	if g.Passing {
+		return "pass"
+	}
+	var bad []string
+	for _, ch := range g.Checks {
+		if !ch.Passing {
+			bad = append(bad, ch.Gate)
+		}
+	}
+	return "fail: " + strings.Join(bad, ",")
 }

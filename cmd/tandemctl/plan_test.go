@@ -6,8 +6,13 @@ import (
 	"testing"
 )
 
-const planAnswer = `{"phase":"running","order":["pod-b","pod-a","pod-c"],"promoted":["pod-b"],` +
-	`"soak_until":"2026-11-30T10:30:00.123456789Z","waiting":"soaking pod-b until 2026-11-30T10:30:00Z"}`
+const planAnswer = `{"phase":"running","driver":"i-1","lease_until":"2026-11-30T10:00:10Z",` +
+	`"settings":{"shadow_soak":"30m0s","mysql_soak":"30m0s","final_mode":"mysql","parallel":1,"approval":false},` +
+	`"waiting":"pod-b: soaking in mysql until 2026-11-30T10:30:00Z","pods":[` +
+	`{"pod":"pod-b","mode":"mysql","step":"mysql_soak","soak_until":"2026-11-30T10:30:00Z","gates":{"passing":true,"checks":[{"gate":"min_soak","value":60,"threshold":1800,"passing":false,"missing":"29m0s more soak"}]}},` +
+	`{"pod":"pod-a","mode":"redis","step":"pending","gates":{"passing":false,"checks":[]}},` +
+	`{"pod":"pod-c","mode":"redis","step":"pending","gates":{"passing":false,"checks":[]}}],` +
+	`"order":["pod-b","pod-a","pod-c"],"promoted":["pod-b"]}`
 
 func TestPlan(t *testing.T) {
 	tests := []struct {
@@ -24,22 +29,34 @@ func TestPlan(t *testing.T) {
 	}{
 		{name: "StatusTable", args: []string{"plan"}, status: 200, answer: planAnswer,
 			wantMethod: "GET", wantPath: "/admin/plan",
-			wantOut: []string{"plan:        running\n", "waiting:     soaking pod-b until 2026-11-30T10:30:00Z\n",
-				"soak until:  2026-11-30T10:30:00Z\n", "ORDER  POD    PLAN\n", "1      pod-b  promoted\n",
-				"2      pod-a  not promoted\n", "3      pod-c  not promoted\n"}},
-		{name: "StatusIdleNoPods", args: []string{"plan"}, status: 200, answer: `{"phase":"idle","order":[],"promoted":[]}`,
+			wantOut: []string{"plan:        running\n", "driver:      i-1 (lease until 2026-11-30T10:00:10Z)\n",
+				"waiting:     pod-b: soaking in mysql until 2026-11-30T10:30:00Z\n",
+				"settings:    shadow soak 30m0s, mysql soak 30m0s, final mode mysql, parallel 1, approval false\n",
+				"ORDER  POD    MODE   STEP        SOAK_LEFT  GATES", "1      pod-b  mysql  mysql_soak", "2      pod-a  redis  pending",
+				"pod-b gates:\n", "min_soak", "29m0s more soak", "eta:         about "}},
+		{name: "StatusIdleNoPods", args: []string{"plan"}, status: 200, answer: `{"phase":"idle","order":[],"promoted":[],"pods":[]}`,
 			wantMethod: "GET", wantPath: "/admin/plan", wantOut: []string{"plan:        idle\n", "no pods\n"}},
 		{name: "Start", args: []string{"plan", "start", "--reason", "gates green"}, status: 200, answer: planAnswer,
 			wantMethod: "POST", wantPath: "/admin/plan/start", wantBody: map[string]any{"reason": "gates green"},
 			wantOut: []string{"plan:        running"}},
 		{name: "PauseFlagFirst", args: []string{"plan", "--reason=peak hours", "pause"}, status: 200,
-			answer:     `{"phase":"paused","order":["pod-b","pod-a"],"promoted":["pod-b"],"waiting":"paused by alice: peak hours"}`,
+			answer:     `{"phase":"paused","pods":[{"pod":"pod-b","mode":"shadow","step":"shadow_soak","gates":{"passing":true,"checks":[]}}],"waiting":"paused by alice: peak hours"}`,
 			wantMethod: "POST", wantPath: "/admin/plan/pause", wantBody: map[string]any{"reason": "peak hours"},
-			wantOut: []string{"plan:        paused", "paused by alice: peak hours", "pod-b  promoted"}},
+			wantOut: []string{"plan:        paused", "paused by alice: peak hours", "pod-b  shadow  shadow_soak"}},
 		{name: "Abort", args: []string{"plan", "abort", "--reason", "divergences"}, status: 200,
-			answer:     `{"phase":"aborted","order":["pod-b"],"promoted":[],"waiting":"aborted by alice: divergences"}`,
+			answer:     `{"phase":"aborted","pods":[{"pod":"pod-b","mode":"mysql","step":"aborted","gates":{"passing":false,"checks":[]}}],"waiting":"aborted by alice: divergences"}`,
 			wantMethod: "POST", wantPath: "/admin/plan/abort", wantBody: map[string]any{"reason": "divergences"},
-			wantOut: []string{"plan:        aborted", "pod-b  not promoted"}},
+			wantOut: []string{"plan:        aborted", "pod-b  mysql  aborted"}},
+		{name: "Resume", args: []string{"plan", "resume", "--reason", "after peak"}, status: 200, answer: planAnswer,
+			wantMethod: "POST", wantPath: "/admin/plan/resume", wantBody: map[string]any{"reason": "after peak"},
+			wantOut: []string{"plan:        running"}},
+		{name: "Approve", args: []string{"plan", "approve", "pod-b", "--reason", "looks good"}, status: 200, answer: planAnswer,
+			wantMethod: "POST", wantPath: "/admin/plan/approve", wantBody: map[string]any{"reason": "looks good", "pod": "pod-b"},
+			wantOut: []string{"plan:        running"}},
+		{name: "StartWithSettings", args: []string{"plan", "start", "--reason", "r", "--shadow-soak", "5m", "--parallel", "2", "--approval", "true"},
+			status: 200, answer: planAnswer, wantMethod: "POST", wantPath: "/admin/plan/start",
+			wantBody: map[string]any{"reason": "r", "shadow_soak": "5m", "parallel": float64(2), "approval": true},
+			wantOut:  []string{"plan:        running"}},
 		{name: "StartWhileRunningFails", args: []string{"plan", "start", "--reason", "r"}, status: 409,
 			answer:   `{"error":{"code":"conflict","message":"the rollout plan is already running","details":{"phase":"running"}}}`,
 			wantCode: 1, wantMethod: "POST", wantPath: "/admin/plan/start", wantBody: map[string]any{"reason": "r"},
@@ -120,9 +137,10 @@ func TestPlanUsage(t *testing.T) {
 	}{
 		{name: "StartWithoutReason", args: []string{"plan", "start"}, wantErr: "--reason is required"},
 		{name: "AbortEmptyReason", args: []string{"plan", "abort", "--reason", ""}, wantErr: "--reason is required"},
-		{name: "UnknownAction", args: []string{"plan", "resume", "--reason", "r"}, wantErr: `unknown plan action "resume"`},
-		{name: "TwoActions", args: []string{"plan", "start", "pause", "--reason", "r"}, wantErr: "plan takes at most one action"},
-		{name: "ReasonWithoutAction", args: []string{"plan", "--reason", "r"}, wantErr: "--reason goes with start, pause or abort"},
+		{name: "UnknownAction", args: []string{"plan", "restart", "--reason", "r"}, wantErr: `unknown plan action "restart"`},
+		{name: "TwoActions", args: []string{"plan", "start", "pause", "--reason", "r"}, wantErr: "plan start takes no more arguments"},
+		{name: "ApproveWithoutPod", args: []string{"plan", "approve", "--reason", "r"}, wantErr: "plan approve takes POD"},
+		{name: "ReasonWithoutAction", args: []string{"plan", "--reason", "r"}, wantErr: "--reason goes with an action"},
 		{name: "UnknownFlag", args: []string{"plan", "start", "--force", "--reason", "r"}, wantErr: "flag provided but not defined"},
 		{name: "NoToken", args: []string{"plan"}, noToken: true, wantErr: "TANDEM_ADMIN_TOKEN is not set"},
 	}
@@ -150,7 +168,7 @@ func TestPlanUsage(t *testing.T) {
 	}
 	t.Run("HelpListsPlan", func(t *testing.T) {
 		code, stdout, _ := run(t, map[string]string{}, "help")
-		if code != 0 || !strings.Contains(stdout, "plan [start|pause|abort --reason R]") {
+		if code != 0 || !strings.Contains(stdout, "plan [start|pause|resume|abort --reason R | approve|skip POD --reason R]") {
 			t.Errorf("got code %d stdout %q, want 0 and the plan command", code, stdout)
 		}
 	})

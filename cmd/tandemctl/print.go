@@ -41,6 +41,25 @@ func printPods(w io.Writer, pods []tandem.PodStatus) {
 			onOff(p.Gates.LastAuditClean, "clean", "not clean"), gates, when(p.UpdatedAt))
 	}
 	tw.Flush()
+	for _, p := range pods {
+		if t := p.Transition; t != nil {
+			fmt.Fprintf(w, "%s: -> %s running: %s\n", p.Pod, t.To, transitionProgress(*t))
+		}
+	}
+}
+
+// transitionProgress says how far a background transition is:
+// "backfill (copy) 41000 of 60000 holds copied (68%), started ...".
+func transitionProgress(t tandem.Transition) string {
+	s := t.Phase
+	if t.Step != "" {
+		s += " (" + t.Step + ")"
+	}
+	s += fmt.Sprintf(" %d of %d holds copied", t.Copied, t.Total)
+	if t.Total > 0 {
+		s += fmt.Sprintf(" (%d%%)", t.Copied*100/t.Total)
+	}
+	return s + ", started " + when(t.StartedAt) + "; the mode applies when it is done"
 }
 
 func printDryRun(w io.Writer, pod string, mode tandem.Mode, d tandem.DryRun) {

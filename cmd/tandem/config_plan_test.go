@@ -1,0 +1,56 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	main "github.com/tandemhq/tandem/cmd/tandem"
+)
+
+func TestConfigPlan(t *testing.T) {
+	write := func(t *testing.T, plan string) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "tandem.yaml")
+		body := "rollout:\n  plan:\n" + plan + "pods:\n  - name: pod-a\n    shops: [1]\n    mysql_dsn: \"root@tcp(127.0.0.1:3306)/x\"\n    redis_addr: 127.0.0.1:6379\n"
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("OK", func(t *testing.T) {
+		cfg, err := main.LoadConfig(write(t, "    shadow_soak: 10m\n    mysql_soak: 20m\n    final_mode: mysql_only\n    parallel: 2\n    approval: true\n    webhooks: [\"http://127.0.0.1:9/hook\"]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := main.PlanConfig{ShadowSoak: 10 * time.Minute, MySQLSoak: 20 * time.Minute, FinalMode: "mysql_only", Parallel: 2,
+			Approval: true, Webhooks: []string{"http://127.0.0.1:9/hook"}}
+		if !reflect.DeepEqual(cfg.Rollout.Plan, want) {
+			t.Fatalf("got %+v, want %+v", cfg.Rollout.Plan, want)
+		}
+	})
+	t.Run("Defaults", func(t *testing.T) {
+		cfg, err := main.LoadConfig(write(t, "    approval: false\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := cfg.Rollout.Plan; p.ShadowSoak != 30*time.Minute || p.FinalMode != "mysql" || p.Parallel != 1 {
+			t.Fatalf("got %+v, want API.md's defaults", p)
+		}
+	})
+	for name, tc := range map[string]struct{ plan, want string }{
+		"BadFinalMode": {"    final_mode: redis\n", "rollout.plan.final_mode"},
+		"BadParallel":  {"    parallel: 0\n", "rollout.plan.parallel"},
+		"BadWebhook":   {"    webhooks: [\"ftp://x\"]\n", "rollout.plan.webhooks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := main.LoadConfig(write(t, tc.plan))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package tandem
+
+import "time"
+
+// PlanSettings are a rollout plan's settings as API.md's PLAN shows them:
+// soaks as durations ("30m"), the final mode, how many pods may be in
+// transition at once, and whether each promotion waits for an approval.
+type PlanSettings struct {
+	ShadowSoak string `json:"shadow_soak"`
+	MySQLSoak  string `json:"mysql_soak"`
+	FinalMode  Mode   `json:"final_mode"`
+	Parallel   int    `json:"parallel"`
+	Approval   bool   `json:"approval"`
+}
+
+// PlanStart asks to start a rollout plan; nil fields take the config's
+// defaults.
+type PlanStart struct {
+	Change
+	ShadowSoak *time.Duration
+	MySQLSoak  *time.Duration
+	FinalMode  *Mode
+	Parallel   *int
+	Approval   *bool
+}
+
+// PlanGates is a pod's gate evaluation in the plan: every gate's value
+// and threshold.
+type PlanGates struct {
+	Passing bool        `json:"passing"`
+	Checks  []GateCheck `json:"checks"`
+}
+
+// PlanPod is one pod in API.md's PLAN.
+type PlanPod struct {
+	Pod  string `json:"pod"`
+	Mode Mode   `json:"mode"`
+	// Step is pending, backfill, shadow_soak, awaiting_approval,
+	// mysql_soak, done, skipped or aborted.
+	Step      string     `json:"step"`
+	SoakUntil *time.Time `json:"soak_until,omitempty"`
+	// SoakRemaining is how long the soak still runs ("4m10s").
+	SoakRemaining string `json:"soak_remaining,omitempty"`
+	// Waiting says why this pod does not advance.
+	Waiting string    `json:"waiting,omitempty"`
+	Gates   PlanGates `json:"gates"`
+}
+
+// Plan is API.md's PLAN: the pod-by-pod rollout, smallest pods first.
+type Plan struct {
+	// Phase is idle, running, paused, aborted or done.
+	Phase string `json:"phase"`
+	// Driver is the instance that holds the lease and drives the plan.
+	Driver     string       `json:"driver"`
+	LeaseUntil *time.Time   `json:"lease_until,omitempty"`
+	Settings   PlanSettings `json:"settings"`
+	// Waiting says why the plan does not advance, or why it stopped.
+	Waiting string    `json:"waiting,omitempty"`
+	Pods    []PlanPod `json:"pods"`
+	// Order is every pod in rollout order and Promoted those the plan
+	// moved to MySQL as source of truth (kept for older clients).
+	Order    []string `json:"order"`
+	Promoted []string `json:"promoted"`
+}
