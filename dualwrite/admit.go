@@ -63,8 +63,9 @@ type op struct {
 
 // fenceWait bounds each wait of an admission: for the previous SoT's
 // operations and for the cart's previous operation. A shadow job runs its
-// store call and its repair under ShadowTimeout each.
-func (r *Router) fenceWait() time.Duration { return 2*r.ShadowTimeout + 100*time.Millisecond }
+// store call after the SoT's answer, then its convergence (a read of each
+// store and a change, each under ShadowTimeout).
+func (r *Router) fenceWait() time.Duration { return 4*r.ShadowTimeout + 500*time.Millisecond }
 
 // FenceTimeouts returns how many waits of an admission ran out of time and
 // let a request through before the operations it should follow were done.
