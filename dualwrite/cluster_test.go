@@ -2,9 +2,6 @@ package dualwrite_test
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,22 +17,7 @@ import (
 // TestMain; nil under -short.
 var cluster *rediscluster.Cluster
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		c, err := rediscluster.Start(rediscluster.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		cluster = c
-	}
-	code := m.Run()
-	if cluster != nil {
-		cluster.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rediscluster.RunMain(m, &cluster) }
 
 // mustOpenClusterPod is mustOpenPod with the pod's Redis on a Redis
 // Cluster (c, or the package's cluster when nil).

@@ -327,8 +327,9 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 // honoured reports whether the other store's answer to a cart the SoT does
 // not know is a definite answer about a hold that store really granted
 // (reserved under an earlier SoT, before a flip or a kill switch), so that it
-// is the buyer's answer. Holds the SoT refused leave no trace in the other
-// store (the router's repair discards them), so any record there is real.
+// is the buyer's answer. A copy of a hold the SoT refused is discarded by
+// convergence, and until then the cart is dirty with the SoT as its
+// authority, which suspect checks before the other store is asked.
 func honoured(op string, o tandem.Outcome) bool {
 	if o.Failed() {
 		return false

@@ -2,9 +2,7 @@ package redisres_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,22 +23,7 @@ import (
 // TestMain; nil under -short.
 var cluster *rediscluster.Cluster
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		c, err := rediscluster.Start(rediscluster.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		cluster = c
-	}
-	code := m.Run()
-	if cluster != nil {
-		cluster.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rediscluster.RunMain(m, &cluster) }
 
 // MustOpenClusterStore opens a store on the package's Redis Cluster under a
 // fresh prefix.

@@ -12,6 +12,7 @@ package rediscluster
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -444,4 +445,24 @@ func (c *Cluster) stopNodes() {
 		_ = nd.cmd.Process.Kill()
 		<-nd.done
 	}
+}
+
+// RunMain runs a test binary's tests with one cluster started for them all
+// (none under -short, when *c stays nil), closes it and exits: the TestMain
+// of every package that tests on a cluster.
+func RunMain(m *testing.M, c **Cluster) {
+	flag.Parse()
+	if !testing.Short() {
+		cl, err := Start(Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		*c = cl
+	}
+	code := m.Run()
+	if *c != nil {
+		(*c).Close()
+	}
+	os.Exit(code)
 }
