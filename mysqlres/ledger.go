@@ -3,6 +3,7 @@ package mysqlres
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"go.uber.org/zap"
 
@@ -13,6 +14,7 @@ import (
 const (
 	onHandSQL     = "/* conn_tag='ledger' */ SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
 	listOnHandSQL = "/* conn_tag='ledger' */ SELECT shop_id, inventory_item_id, inventory_group_id, on_hand FROM ledger"
+	claimedSQL    = "/* conn_tag='ledger' */ SELECT 1 FROM claims WHERE shop_id = ? AND cart_token = ?"
 	countersSQL   = "/* conn_tag='audit' */ SELECT (SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
 )
 
@@ -108,6 +110,19 @@ func (l *ledger) DeductCart(ctx context.Context, shopID int64, cartToken string,
 		return false, err
 	}
 	return applied, nil
+}
+
+// Claimed implements tandem.Ledger: whether the cart's claim record exists.
+func (l *ledger) Claimed(ctx context.Context, shopID int64, cartToken string) (bool, error) {
+	var one int
+	err := l.s.db.QueryRowContext(ctx, claimedSQL, shopID, cartToken).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(tagLedger, err)
+	}
+	return true, nil
 }
 
 // SetOnHand implements tandem.ReservationStore: refused with ECONFLICT,
