@@ -1,0 +1,150 @@
+package redisres_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/redisres"
+)
+
+func TestStore_ListCounters(t *testing.T) {
+	e, _ := MustOpenStore(t)
+	if got, err := e.ListCounters(ctx); len(got) != 0 || err != nil {
+		t.Fatalf("empty store: got %v, %v, want none", got, err)
+	}
+	for _, k := range []tandem.Key{key(2, 5, 1), key(1, 200, 1), key(1, 100, 2), key(1, 100, 1)} {
+		e.MustStock(t, k, 10)
+	}
+	e.MustReserve(t, cartReq("c-1", line(100, 4, 2)))
+	got, err := e.ListCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tandem.Counters{
+		{Key: key(1, 100, 1), OnHand: 10, Available: 10},
+		{Key: key(1, 100, 2), OnHand: 10, Reserved: 4, Available: 6},
+		{Key: key(1, 200, 1), OnHand: 10, Available: 10},
+		{Key: key(2, 5, 1), OnHand: 10, Available: 10},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestStore_CheckInvariants(t *testing.T) {
+	k := key(1, 100, 1)
+
+	t.Run("Clean", func(t *testing.T) {
+		e, _ := MustOpenStore(t)
+		e.MustStock(t, k, 10)
+		e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
+		e.MustReserve(t, cartReq("c-2", line(100, 3, 1)))
+		e.Clock.Add(redisres.DefaultTTL) // due but not reaped: still held
+		e.WantClean(t)
+	})
+
+	t.Run("CounterDrift", func(t *testing.T) {
+		e, _ := MustOpenStore(t)
+		e.MustStock(t, k, 10)
+		e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
+		if err := e.RDB.HIncrBy(ctx, e.Prefix+"{1}:item:100:1", "available", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		v, err := e.CheckInvariants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) != 1 || v[0].Key != k {
+			t.Errorf("got %+v, want one violation on %s", v, k)
+		}
+	})
+
+	t.Run("NegativeAvailable", func(t *testing.T) {
+		e, _ := MustOpenStore(t)
+		e.MustStock(t, k, 1)
+		if err := e.RDB.HSet(ctx, e.Prefix+"{1}:item:100:1", "available", -1, "on_hand", -1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		v, err := e.CheckInvariants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) != 1 || v[0].Key != k {
+			t.Errorf("got %+v, want one violation on %s", v, k)
+		}
+	})
+}
+
+func TestStore_Rebuild(t *testing.T) {
+	e, _ := MustOpenStore(t)
+	a, b := key(1, 100, 1), key(1, 200, 1)
+	e.MustStock(t, a, 10)
+	e.MustStock(t, b, 10)
+	keep := e.MustReserve(t, cartReq("keep", line(100, 2, 1), line(200, 1, 1)))
+	e.MustReserve(t, cartReq("drop", line(100, 3, 1)))
+	e.MustReserve(t, cartReq("gone", line(200, 1, 1)))
+	if _, err := e.Release(ctx, 1, "gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	holds, err := e.ActiveHolds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, h := range holds {
+		tokens = append(tokens, h.CartToken)
+	}
+	if want := []string{"drop", "keep"}; !reflect.DeepEqual(tokens, want) {
+		t.Fatalf("active holds: got %v, want %v", tokens, want)
+	}
+
+	// The ledger moved on (a count the Redis path missed) and MySQL holds
+	// only "keep" plus a cart Redis never saw.
+	c := key(1, 300, 1)
+	e.Ledger.SetOnHand(ctx, a, 20)
+	e.Ledger.SetOnHand(ctx, c, 5)
+	fresh := tandem.Reservation{CartToken: "fresh", ShopID: 1, Status: tandem.StatusReserved,
+		ExpiresAt: e.Clock.Now().Add(time.Minute), Lines: []tandem.Line{{ItemID: 300, Quantity: 2, GroupID: 1}}}
+	n, err := e.Rebuild(ctx, []tandem.Reservation{*keep, fresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("positions rewritten: got %d, want 3", n)
+	}
+	e.WantCounters(t, a, 20, 2, 18)
+	e.WantCounters(t, b, 10, 1, 9)
+	e.WantCounters(t, c, 5, 2, 3)
+	e.WantStatus(t, 1, "drop", tandem.StatusExpired)
+	e.WantStatus(t, 1, "gone", tandem.StatusReleased)
+	e.WantStatus(t, 1, "fresh", tandem.StatusReserved)
+	e.WantClean(t)
+
+	t.Run("RetryMatchesRebuiltHold", func(t *testing.T) {
+		res, err := e.Reserve(ctx, cartReq("fresh", line(300, 2, 1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Replayed {
+			t.Errorf("replayed: got false, want true")
+		}
+		e.WantCounters(t, c, 5, 2, 3)
+	})
+
+	t.Run("RebuiltHoldClaims", func(t *testing.T) {
+		if _, err := e.Claim(ctx, 1, "fresh"); err != nil {
+			t.Fatal(err)
+		}
+		e.WantLedger(t, c, 3)
+		e.WantCounters(t, c, 3, 0, 3)
+	})
+
+	t.Run("ErrInvalidHold", func(t *testing.T) {
+		_, err := e.Rebuild(ctx, []tandem.Reservation{{CartToken: "x", ShopID: 1}})
+		wantCode(t, err, tandem.EINVALID)
+		e.WantCounters(t, a, 20, 2, 18)
+	})
+}

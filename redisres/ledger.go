@@ -1,0 +1,98 @@
+package redisres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Counters implements tandem.ReservationStore: OnHand is available + held as
+// Redis sees them; a key Redis does not have is all zeros.
+func (s *Store) Counters(ctx context.Context, key tandem.Key) (res *tandem.Counters, err error) {
+	defer s.observe("counters", time.Now(), &err)
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	vals, err := s.rdb.HMGet(ctx, s.counterKey(key), "available", "held", "on_hand").Result()
+	if err != nil {
+		return nil, translate("counters", err)
+	}
+	c, err := parseCounter(vals)
+	if err != nil {
+		return nil, err
+	}
+	out := c.counters(key)
+	return &out, nil
+}
+
+// SetOnHand implements tandem.ReservationStore: it refuses a count below
+// what Redis holds, writes the ledger, then sets available = on_hand - held
+// in one script (see the package doc for the window in between).
+func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (res *tandem.Counters, err error) {
+	defer s.observe("set_on_hand", time.Now(), &err)
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	if onHand < 0 || onHand > tandem.MaxOnHand {
+		return nil, tandem.Errorf(tandem.EINVALID, "on_hand must be 0..%d", tandem.MaxOnHand)
+	}
+	if err := s.rdb.SAdd(ctx, s.shopsKey(), key.ShopID).Err(); err != nil {
+		return nil, translate("set on_hand", err)
+	}
+	// Redis first, checked and set in one script, so that no reserve can
+	// slip between the check and the update; then the ledger. Should the
+	// ledger write fail, Redis is put back to the previous count: the legacy
+	// two-system window is that short compensation, which the drift audit
+	// covers.
+	c, prev, err := s.applyOnHand(ctx, key, onHand, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ledger.SetOnHand(ctx, key, onHand); err != nil {
+		if prev != "" {
+			if p, perr := strconv.ParseInt(prev, 10, 64); perr == nil {
+				if _, _, rerr := s.applyOnHand(context.WithoutCancel(ctx), key, p, false); rerr != nil {
+					s.countWindow("set_on_hand")
+					s.Logger.Warn("stock count reached Redis but not the ledger, and Redis could not be put back; the drift audit will flag it",
+						zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(rerr))
+				}
+			}
+		}
+		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
+	}
+	c.Before, _ = strconv.ParseInt(prev, 10, 64)
+	return c, nil
+}
+
+// applyOnHand runs the set-on-hand script; with check it refuses (ECONFLICT,
+// nothing changed) an on_hand below what Redis holds. It returns the
+// counters and the previous on_hand ("" when the position was new).
+func (s *Store) applyOnHand(ctx context.Context, key tandem.Key, onHand int64, check bool) (*tandem.Counters, string, error) {
+	mode := ""
+	if check {
+		mode = "check"
+	}
+	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
+	out, err := s.scripts.setOnHand.Run(ctx, s.rdb, keys, onHand, positionMember(key), mode).StringSlice()
+	if err != nil {
+		return nil, "", translate("set on_hand", err)
+	}
+	if len(out) == 2 && out[0] == "conflict" {
+		return nil, "", tandem.Errorf(tandem.ECONFLICT, "on_hand %d is below the %s units held for %s", onHand, out[1], key)
+	}
+	if len(out) != 3 {
+		return nil, "", fmt.Errorf("redisres: unexpected set on_hand answer %q", out)
+	}
+	h, err1 := strconv.ParseInt(out[0], 10, 64)
+	a, err2 := strconv.ParseInt(out[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, "", fmt.Errorf("redisres: set on_hand answer %q: %w", out, err)
+	}
+	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, out[2], nil
+}
