@@ -341,6 +341,9 @@ func translate(op string, err error) error {
 	return fmt.Errorf("redisres: %s: %w", op, err)
 }
 
+// isNil reports a missing key or field.
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+
 func unavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
