@@ -32,7 +32,7 @@ func mustOpenClusterPod(t *testing.T, c *rediscluster.Cluster, mode tandem.Mode)
 	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	ms := mysqlres.NewStore(dsn)
 	ms.Now = clock.Now
-	if err := ms.Open(); err != nil {
+	if err := ms.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
@@ -42,7 +42,7 @@ func mustOpenClusterPod(t *testing.T, c *rediscluster.Cluster, mode tandem.Mode)
 	rs := redisres.NewStore(rdb, ms.Ledger())
 	rs.Prefix = prefix
 	rs.Now = clock.Now
-	if err := rs.Open(); err != nil {
+	if err := rs.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })

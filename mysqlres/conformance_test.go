@@ -18,7 +18,7 @@ func newConformanceHarness(t *testing.T) conformance.Harness {
 	s := mysqlres.NewStore(dsn)
 	s.Now = clock.Now
 	s.PoolCap = 16
-	if err := s.Open(); err != nil {
+	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

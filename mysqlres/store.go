@@ -31,6 +31,9 @@ const (
 	DefaultMaxOpenConns = 32
 )
 
+// openTimeout bounds the server checks of Open.
+const openTimeout = 10 * time.Second
+
 // Statements run when the store starts.
 const (
 	openServerSQL   = "/* conn_tag='migrate' */ SELECT VERSION(), @@log_bin, @@binlog_format"
@@ -45,15 +48,18 @@ var (
 	_ tandem.Ledger           = (*ledger)(nil)
 )
 
-// Store is the MySQL unit-row engine of one pod, and the pod's ledger. Set
-// the exported fields before Open; a Store is safe for concurrent use once
-// open.
+// Store is the MySQL unit-row engine of one pod, and the pod's ledger.
+// NewStore returns it with every setting at its default; change the exported
+// fields before Open. A Store is safe for concurrent use once open.
 type Store struct {
-	// PoolCap is the most unit rows kept per (shop, item, group); default 1000.
+	// PoolCap is the most unit rows kept per (shop, item, group), at least
+	// 1; default 1000.
 	PoolCap int
-	// DefaultTTL is the hold time of a reserve without a TTL; default 10m.
+	// DefaultTTL is the hold time of a reserve without a TTL, above zero;
+	// default 10m.
 	DefaultTTL time.Duration
-	// MaxOpenConns bounds the engine's connection pool; default 32.
+	// MaxOpenConns bounds the engine's connection pool, at least 1;
+	// default 32.
 	MaxOpenConns int
 	// AllowStatementBinlog starts the store even when the server logs binary
 	// changes with binlog_format=STATEMENT, which is unsafe for SKIP LOCKED
@@ -79,13 +85,16 @@ type Store struct {
 }
 
 // NewStore returns a Store for the MySQL database dsn (go-sql-driver
-// format), not yet open.
+// format) with the default settings, the wall clock and no logs; call Open
+// before use.
 func NewStore(dsn string) *Store {
 	return &Store{
 		dsn:          dsn,
 		PoolCap:      DefaultPoolCap,
 		DefaultTTL:   DefaultTTL,
 		MaxOpenConns: DefaultMaxOpenConns,
+		Now:          time.Now,
+		Logger:       zap.NewNop(),
 	}
 }
 
@@ -99,22 +108,19 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Ledger returns the pod's ledger, kept in the store's database.
 func (s *Store) Ledger() tandem.Ledger { return &ledger{s: s} }
 
-func (s *Store) defaults() {
-	if s.PoolCap <= 0 {
-		s.PoolCap = DefaultPoolCap
+// validate refuses settings the engine cannot run with.
+func (s *Store) validate() error {
+	switch {
+	case s.PoolCap < 1:
+		return tandem.Errorf(tandem.EINVALID, "mysql pool cap must be at least 1, got %d", s.PoolCap)
+	case s.DefaultTTL <= 0:
+		return tandem.Errorf(tandem.EINVALID, "mysql default TTL must be above zero, got %s", s.DefaultTTL)
+	case s.MaxOpenConns < 1:
+		return tandem.Errorf(tandem.EINVALID, "mysql max open connections must be at least 1, got %d", s.MaxOpenConns)
+	case s.Now == nil || s.Logger == nil:
+		return tandem.Errorf(tandem.EINVALID, "mysql store needs a clock and a logger (NewStore sets both)")
 	}
-	if s.DefaultTTL <= 0 {
-		s.DefaultTTL = DefaultTTL
-	}
-	if s.MaxOpenConns <= 0 {
-		s.MaxOpenConns = DefaultMaxOpenConns
-	}
-	if s.Now == nil {
-		s.Now = time.Now
-	}
-	if s.Logger == nil {
-		s.Logger = zap.NewNop()
-	}
+	return nil
 }
 
 // baseConfig parses the DSN and sets what the engine relies on: times
@@ -132,14 +138,18 @@ func (s *Store) baseConfig() (*mysql.Config, error) {
 }
 
 // Open connects to the database, checks the server (binary log format,
-// isolation) and starts the background replenisher.
-func (s *Store) Open() error {
-	s.defaults()
+// isolation) within ctx and at most 10s, and starts the background
+// replenisher, which runs until Close. It returns EINVALID for settings the
+// engine cannot run with.
+func (s *Store) Open(ctx context.Context) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
 	cfg, err := s.baseConfig()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 
 	// Probe the server first: which isolation variable it knows decides
@@ -233,7 +243,6 @@ func (s *Store) Close() error {
 // brings its tables up to date. Idempotent; safe from many processes at
 // once; works with or without Open.
 func (s *Store) Migrate(ctx context.Context) error {
-	s.defaults()
 	cfg, err := s.baseConfig()
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func MustOpenStore(tb testing.TB, configure ...func(*mysqlres.Store)) *mysqlres.
 	if err := s.Migrate(ctx); err != nil {
 		tb.Fatalf("Migrate: %v", err)
 	}
-	if err := s.Open(); err != nil {
+	if err := s.Open(ctx); err != nil {
 		tb.Fatalf("Open: %v", err)
 	}
 	tb.Cleanup(func() {
@@ -91,7 +91,7 @@ func TestMigrate(t *testing.T) {
 				t.Fatalf("Migrate #%d: %v", i+1, err)
 			}
 		}
-		if err := s.Open(); err != nil {
+		if err := s.Open(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
@@ -147,7 +147,7 @@ func TestOpen(t *testing.T) {
 		if err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Open(); err != nil {
+		if err := s.Open(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
@@ -157,9 +157,26 @@ func TestOpen(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 	})
+	t.Run("ErrInvalidSettings", func(t *testing.T) {
+		for name, set := range map[string]func(*mysqlres.Store){
+			"PoolCap":      func(s *mysqlres.Store) { s.PoolCap = 0 },
+			"DefaultTTL":   func(s *mysqlres.Store) { s.DefaultTTL = 0 },
+			"MaxOpenConns": func(s *mysqlres.Store) { s.MaxOpenConns = 0 },
+			"NoLogger":     func(s *mysqlres.Store) { s.Logger = nil },
+		} {
+			t.Run(name, func(t *testing.T) {
+				s := mysqlres.NewStore("root@tcp(127.0.0.1:1)/nothing?timeout=1s")
+				set(s)
+				wantCode(t, s.Open(context.Background()), tandem.EINVALID)
+				if err := s.Close(); err != nil {
+					t.Fatalf("Close after a refused Open: got %v, want nil", err)
+				}
+			})
+		}
+	})
 	t.Run("Unreachable", func(t *testing.T) {
 		s := mysqlres.NewStore("root@tcp(127.0.0.1:1)/nothing?timeout=1s")
-		if err := s.Open(); err == nil {
+		if err := s.Open(context.Background()); err == nil {
 			s.Close()
 			t.Fatal("got nil error, want one")
 		} else {

@@ -43,7 +43,7 @@ func newClusterHarness(t *testing.T) conformance.Harness {
 	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	ms := mysqlres.NewStore(dsn)
 	ms.Now = clock.Now
-	if err := ms.Open(); err != nil {
+	if err := ms.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
@@ -52,7 +52,7 @@ func newClusterHarness(t *testing.T) conformance.Harness {
 	}
 	s := redisres.NewStore(rdb, ms.Ledger())
 	s.Prefix, s.Now = prefix, clock.Now
-	if err := s.Open(); err != nil {
+	if err := s.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

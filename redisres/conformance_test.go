@@ -23,7 +23,7 @@ func newRealHarness(t *testing.T) conformance.Harness {
 	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	ms := mysqlres.NewStore(dsn)
 	ms.Now = clock.Now
-	if err := ms.Open(); err != nil {
+	if err := ms.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
@@ -32,7 +32,7 @@ func newRealHarness(t *testing.T) conformance.Harness {
 	}
 	s := redisres.NewStore(rdb, ms.Ledger())
 	s.Prefix, s.Now = prefix, clock.Now
-	if err := s.Open(); err != nil {
+	if err := s.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
@@ -48,7 +48,7 @@ func newFastHarness(t *testing.T) conformance.Harness {
 	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := redisres.NewStore(rdb, memres.NewLedger())
 	s.Prefix, s.Now = "t:", clock.Now
-	if err := s.Open(); err != nil {
+	if err := s.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

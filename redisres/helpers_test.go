@@ -65,7 +65,7 @@ func MustOpenStoreOn(tb testing.TB, rdb redis.UniversalClient, prefix string, le
 	s.Prefix = prefix
 	s.Now = c.Now
 	s.Registerer = reg
-	if err := s.Open(); err != nil {
+	if err := s.Open(ctx); err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
 	tb.Cleanup(func() { s.Close() })

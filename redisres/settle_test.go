@@ -135,7 +135,7 @@ func TestStore_Claim(t *testing.T) {
 		s := redisres.NewStore(mrEnv.RDB, ledger)
 		s.Prefix = "h:"
 		s.Now = mrEnv.Clock.Now
-		if err := s.Open(); err != nil {
+		if err := s.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
 		e := &env{Store: s, Ledger: ledger.Ledger, Clock: mrEnv.Clock, RDB: mrEnv.RDB}

@@ -30,6 +30,9 @@ const (
 	DefaultRetention = 24 * time.Hour
 )
 
+// openTimeout bounds the script loading of Open.
+const openTimeout = 10 * time.Second
+
 // Cart states as the scripts write them.
 const (
 	statusReserved = string(tandem.StatusReserved)
@@ -43,16 +46,16 @@ const (
 
 // Store is the legacy Redis reservation engine of one pod. It implements
 // tandem.ReservationStore and tandem.Resyncer and claims through the pod's
-// ledger. Set the exported fields before Open; safe for concurrent use
-// afterwards.
+// ledger. NewStore returns it with every setting at its default; change the
+// exported fields before Open. Safe for concurrent use once open.
 type Store struct {
 	// Prefix starts every key of the store, e.g. "tandem:pod-a:". It must
 	// not hold braces: the shop is the keys' hash tag.
 	Prefix string
-	// DefaultTTL is the hold time of a request without a TTL.
+	// DefaultTTL is the hold time of a request without a TTL, above zero.
 	DefaultTTL time.Duration
 	// Retention is how long terminal (claimed, released, expired) carts are
-	// remembered for retries.
+	// remembered for retries, above zero.
 	Retention time.Duration
 	// Now returns the current time; every expiry decision uses it.
 	Now func() time.Time
@@ -83,23 +86,27 @@ func NewStore(rdb redis.UniversalClient, ledger tandem.Ledger) *Store {
 	}
 }
 
-// Open loads the Lua scripts into Redis and registers the metrics. It
-// returns EUNAVAILABLE when Redis cannot be reached.
-func (s *Store) Open() error {
-	if strings.ContainsAny(s.Prefix, "{}") {
+// validate refuses settings the engine cannot run with.
+func (s *Store) validate() error {
+	switch {
+	case strings.ContainsAny(s.Prefix, "{}"):
 		return tandem.Errorf(tandem.EINVALID, "redis key prefix %q must not hold braces (the shop is the hash tag)", s.Prefix)
+	case s.DefaultTTL <= 0:
+		return tandem.Errorf(tandem.EINVALID, "redis default TTL must be above zero, got %s", s.DefaultTTL)
+	case s.Retention <= 0:
+		return tandem.Errorf(tandem.EINVALID, "redis retention must be above zero, got %s", s.Retention)
+	case s.Now == nil || s.Logger == nil:
+		return tandem.Errorf(tandem.EINVALID, "redis store needs a clock and a logger (NewStore sets both)")
 	}
-	if s.Now == nil {
-		s.Now = time.Now
-	}
-	if s.Logger == nil {
-		s.Logger = zap.NewNop()
-	}
-	if s.DefaultTTL <= 0 {
-		s.DefaultTTL = DefaultTTL
-	}
-	if s.Retention <= 0 {
-		s.Retention = DefaultRetention
+	return nil
+}
+
+// Open registers the metrics and loads the Lua scripts into Redis within
+// ctx and at most 10s. It returns EINVALID for settings the engine cannot
+// run with and EUNAVAILABLE when Redis cannot be reached.
+func (s *Store) Open(ctx context.Context) error {
+	if err := s.validate(); err != nil {
+		return err
 	}
 	if s.Registerer != nil && s.metrics == nil {
 		m, err := newMetrics(s.Registerer)
@@ -108,7 +115,7 @@ func (s *Store) Open() error {
 		}
 		s.metrics = m
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	for _, sc := range s.scripts.all() {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {

@@ -70,7 +70,7 @@ func TestStore_Metrics(t *testing.T) {
 		}
 		s := redisres.NewStore(e.RDB, e.Ledger)
 		s.Registerer = e.Registry
-		if err := s.Open(); err != nil {
+		if err := s.Open(ctx); err != nil {
 			t.Fatalf("open on the registry of a closed store: %v", err)
 		}
 		s.Close()
@@ -78,7 +78,7 @@ func TestStore_Metrics(t *testing.T) {
 
 	t.Run("NoRegisterer", func(t *testing.T) {
 		s := redisres.NewStore(e.RDB, e.Ledger)
-		if err := s.Open(); err != nil {
+		if err := s.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
@@ -103,6 +103,24 @@ func TestStore_InternalErrors(t *testing.T) {
 		e, _ := MustOpenStore(t)
 		s := redisres.NewStore(e.RDB, e.Ledger)
 		s.Prefix = "{pod}:"
-		wantCode(t, s.Open(), tandem.EINVALID)
+		wantCode(t, s.Open(ctx), tandem.EINVALID)
+	})
+
+	t.Run("ErrInvalidSettings", func(t *testing.T) {
+		e, _ := MustOpenStore(t)
+		for name, set := range map[string]func(*redisres.Store){
+			"DefaultTTL": func(s *redisres.Store) { s.DefaultTTL = 0 },
+			"Retention":  func(s *redisres.Store) { s.Retention = 0 },
+			"NoClock":    func(s *redisres.Store) { s.Now = nil },
+		} {
+			t.Run(name, func(t *testing.T) {
+				s := redisres.NewStore(e.RDB, e.Ledger)
+				set(s)
+				wantCode(t, s.Open(ctx), tandem.EINVALID)
+				if err := s.Close(); err != nil {
+					t.Fatalf("Close after a refused Open: got %v, want nil", err)
+				}
+			})
+		}
 	})
 }

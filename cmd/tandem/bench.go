@@ -366,7 +366,7 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 		ms.MaxOpenConns = min(c, b.maxConns) + 1
 		reg = prometheus.NewRegistry()
 		ms.Registerer = reg
-		if err := ms.Open(); err != nil {
+		if err := ms.Open(ctx); err != nil {
 			return res, err
 		}
 		defer ms.Close()
@@ -377,7 +377,7 @@ func (b *engineBench) cell(ctx context.Context, env *benchEnv, name string, cell
 		if name == "redis" {
 			rs := redisres.NewStore(env.rdb, ms.Ledger())
 			rs.Prefix = env.prefix
-			if err := rs.Open(); err != nil {
+			if err := rs.Open(ctx); err != nil {
 				return res, err
 			}
 			defer rs.Close()

@@ -69,7 +69,7 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	defer env.close()
 	my := mysqlres.NewStore(env.dsn)
-	if err := my.Open(); err != nil {
+	if err := my.Open(ctx); err != nil {
 		return err
 	}
 	defer my.Close()
@@ -78,7 +78,7 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	rs := redisres.NewStore(env.rdb, my.Ledger())
 	rs.Prefix = env.prefix
-	if err := rs.Open(); err != nil {
+	if err := rs.Open(ctx); err != nil {
 		return err
 	}
 	defer rs.Close()

@@ -358,7 +358,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	if err := p.mysql.Migrate(ctx); err != nil {
 		return nil, fmt.Errorf("mysql migrate: %w", err)
 	}
-	if err := p.mysql.Open(); err != nil {
+	if err := p.mysql.Open(ctx); err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	m.closers = append(m.closers, p.mysql.Close)
@@ -369,7 +369,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.redis.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.redis.Logger = p.mysql.Logger
 	p.redis.Registerer = reg
-	if err := p.redis.Open(); err != nil {
+	if err := p.redis.Open(ctx); err != nil {
 		return nil, fmt.Errorf("redis %s: %w", redisTarget(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster), err)
 	}
 	m.closers = append(m.closers, p.redis.Close)

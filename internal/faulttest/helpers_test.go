@@ -148,7 +148,7 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 
 	p.mysql = mysqlres.NewStore(cfg.FormatDSN())
 	p.mysql.Registerer = o.registerer
-	if err := p.mysql.Open(); err != nil {
+	if err := p.mysql.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.mysql.Close() })
@@ -165,7 +165,7 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 	t.Cleanup(func() { rdb.Close() })
 	p.redis = redisres.NewStore(rdb, p.ledger)
 	p.redis.Prefix = prefix
-	if err := p.redis.Open(); err != nil {
+	if err := p.redis.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.redis.Close() })

@@ -28,7 +28,7 @@ func mustOpenClusterStores(t *testing.T) stores {
 	dsn := testenv.MustCreateDatabase(t)
 	rdb, prefix := cluster.MustClient(t)
 	ms := mysqlres.NewStore(dsn)
-	if err := ms.Open(); err != nil {
+	if err := ms.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
@@ -37,7 +37,7 @@ func mustOpenClusterStores(t *testing.T) stores {
 	}
 	rs := redisres.NewStore(rdb, ms.Ledger())
 	rs.Prefix = prefix
-	if err := rs.Open(); err != nil {
+	if err := rs.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })

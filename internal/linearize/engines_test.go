@@ -38,7 +38,7 @@ func mustOpenStores(t *testing.T) stores {
 	dsn := testenv.MustCreateDatabase(t)
 	rdb, prefix := testenv.MustRedis(t)
 	ms := mysqlres.NewStore(dsn)
-	if err := ms.Open(); err != nil {
+	if err := ms.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
@@ -47,7 +47,7 @@ func mustOpenStores(t *testing.T) stores {
 	}
 	rs := redisres.NewStore(rdb, ms.Ledger())
 	rs.Prefix = prefix
-	if err := rs.Open(); err != nil {
+	if err := rs.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })

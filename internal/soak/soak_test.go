@@ -203,7 +203,7 @@ func mustOpenPod(t *testing.T, idx int, dsn, prefix string, mode tandem.Mode, re
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 3*time.Second, 3*time.Second
 	p.mysql = mysqlres.NewStore(cfg.FormatDSN())
 	p.mysql.MaxOpenConns = 16
-	if err := p.mysql.Open(); err != nil {
+	if err := p.mysql.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.mysql.Migrate(context.Background()); err != nil {
@@ -216,7 +216,7 @@ func mustOpenPod(t *testing.T, idx int, dsn, prefix string, mode tandem.Mode, re
 	})
 	p.redis = redisres.NewStore(p.rdb, p.mysql.Ledger())
 	p.redis.Prefix = prefix
-	if err := p.redis.Open(); err != nil {
+	if err := p.redis.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	shops, err := tandem.ParseShopSet([]string{fmt.Sprintf("%d-%d", p.shops[0], p.shops[len(p.shops)-1])})
