@@ -7,6 +7,9 @@
 //		conformance.Run(t, func(t *testing.T) conformance.Harness {
 //			clock := conformance.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 //			s := mysqlres.NewStore(...) // fresh database, s.Now = clock.Now
+//			if err := s.Open(context.Background()); err != nil {
+//				t.Fatal(err)
+//			}
 //			t.Cleanup(func() { s.Close() })
 //			return conformance.Harness{Store: s, Clock: clock}
 //		})

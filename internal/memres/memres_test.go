@@ -1,6 +1,7 @@
 package memres_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -14,6 +15,10 @@ func newModel(t *testing.T) conformance.Harness {
 	clock := conformance.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := memres.NewStore(memres.NewLedger())
 	s.Now = clock.Now
+	if err := s.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	return conformance.Harness{Store: s, Clock: clock}
 }
 

@@ -69,6 +69,14 @@ func NewStore(ledger *Ledger) *Store {
 	}
 }
 
+// Open readies the model for use, as an engine's Open does; the model holds
+// no connections, so it always succeeds.
+func (s *Store) Open(ctx context.Context) error { return nil }
+
+// Close releases what Open took, which for the model is nothing. Safe to
+// call twice.
+func (s *Store) Close() error { return nil }
+
 // Ledger returns the ledger the model deducts claims from.
 func (s *Store) Ledger() *Ledger { return s.ledger }
 
