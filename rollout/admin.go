@@ -82,7 +82,7 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.Ops.Audit(ctx, pod)
+	a, err := c.Fleet.Audit(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 		return 0, tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s is in %s: MySQL is not its source of truth, nothing to resync from", pod, mode).
 			WithDetail("failed_gates", []string{RefusedTransition})
 	}
-	n, err := c.Ops.Resync(ctx, pod)
+	n, err := c.Fleet.Resync(ctx, pod)
 	if err != nil {
 		return 0, err
 	}

@@ -324,7 +324,7 @@ func (f *fakeSwitch) Disengage(ctx context.Context, pods []string, ch tandem.Cha
 	return &st, nil
 }
 
-// fakeOps is an in-memory rollout.PodOps. With hold set, a backfill
+// fakeOps is an in-memory rollout.Fleet. With hold set, a backfill
 // reports started (copied 1 of 2) and blocks until release is closed or
 // its ctx is cancelled.
 type fakeOps struct {
@@ -459,7 +459,7 @@ func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *e
 			{Name: "pod-b", Shops: mustShops(t, "7"), Mode: modes[1]},
 			{Name: "pod-c", Shops: mustShops(t, "100-109"), Mode: modes[2]},
 		},
-		Gates: testGates, Store: store, Switch: e.sw, Comparator: cmp, Ops: e.ops,
+		Gates: testGates, Store: store, Switch: e.sw, Comparator: cmp, Fleet: e.ops,
 		InstanceID: id, PollInterval: 5 * time.Millisecond,
 		// A backfill that is not held ends long before this.
 		BackfillWait: time.Minute,

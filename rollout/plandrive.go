@@ -256,7 +256,7 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 // every planAuditEvery per pod. It runs in the background: an audit of a
 // big pod can outlast the lease, which the driver's turns must renew.
 func (c *Controller) auditForGates(p *planPod, g tandem.PlanGates) {
-	if c.Ops == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
+	if c.Fleet == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
 		return
 	}
 	for _, ch := range g.Checks {

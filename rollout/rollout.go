@@ -97,9 +97,9 @@ type Comparisons interface {
 	Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error)
 }
 
-// PodOps is the work on a pod's stores that some changes need; cmd
-// implements it with the pod's engines.
-type PodOps interface {
+// Fleet is the work on a pod's stores that some changes need; dualwrite's
+// Fleet implements it with the pods' routers.
+type Fleet interface {
 	// Backfill makes MySQL hold what Redis holds before the pod enters
 	// shadow; it blocks until the copy is done, ctx cancels it.
 	Backfill(ctx context.Context, pod string) error
@@ -217,8 +217,8 @@ type Controller struct {
 	Switch KillSwitch
 	// Comparator counts the pods' comparisons and audits.
 	Comparator Comparisons
-	// Ops runs backfill, audit and resync on a pod's stores.
-	Ops PodOps
+	// Fleet runs backfill, audit and resync on a pod's stores.
+	Fleet Fleet
 
 	// InstanceID and Addr identify this instance in Instances.
 	InstanceID string
@@ -387,7 +387,7 @@ func (c *Controller) Open(ctx context.Context) error {
 		return nil
 	})
 	c.loop(c.PlanInterval, "rollout plan", c.StepPlan)
-	if c.Ops != nil {
+	if c.Fleet != nil {
 		if err := c.ResumeTransitions(ctx); err != nil {
 			c.report(fmt.Errorf("resume transitions: %w", err))
 		}
@@ -678,7 +678,7 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	if len(failed) > 0 {
 		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
 	}
-	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
+	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Fleet != nil {
 		return c.enterShadow(ctx, pod, ch.Change)
 	}
 	e := tandem.AuditLogEntry{

@@ -43,8 +43,8 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 		return nil
 	}
 	t := &tandem.Transition{To: run.to, Phase: tandem.TransitionBackfill, StartedAt: run.startedAt}
-	if c.Ops != nil {
-		if p := c.Ops.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
+	if c.Fleet != nil {
+		if p := c.Fleet.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
 			t.Step, t.Copied, t.Total = p.Step, p.Copied, p.Total
 		}
 	}
@@ -55,7 +55,7 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 // transitions that run on other instances, with the progress they last
 // recorded. A control database that does not answer shows none.
 func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStatus) {
-	if c.Ops == nil {
+	if c.Fleet == nil {
 		return
 	}
 	// The statuses otherwise come from memory: a slow control database
@@ -179,7 +179,7 @@ func (c *Controller) runTransition(ctx context.Context, run *transitionRun) {
 		Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
 	c.changed(e)
 	copied := make(chan error, 1)
-	go func() { copied <- c.Ops.Backfill(ctx, pod) }()
+	go func() { copied <- c.Fleet.Backfill(ctx, pod) }()
 	tick := time.NewTicker(c.ProgressInterval)
 	defer tick.Stop()
 	var err error
@@ -279,7 +279,7 @@ func (c *Controller) cancelTransition(ctx context.Context, pod string, ch tandem
 // and forgets those whose pod has moved on.
 func (c *Controller) ResumeTransitions(ctx context.Context) error {
 	c.init()
-	if c.Ops == nil {
+	if c.Fleet == nil {
 		return nil
 	}
 	pts, err := c.Store.PendingTransitions(ctx)
