@@ -12,6 +12,46 @@ import (
 // kill switch, divergences, reports, audits, resyncs, the audit log and
 // the instances.
 
+// Pods returns every pod's status, in config order.
+func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
+	c.init()
+	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
+	for _, p := range c.PodConfigs {
+		out = append(out, c.status(p.Name))
+	}
+	c.remoteTransitions(ctx, out)
+	return out, nil
+}
+
+// Pod returns pod's status. Returns EUNKNOWNPOD.
+func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
+	c.init()
+	if _, ok := c.config(pod); !ok {
+		return nil, unknownPod(pod)
+	}
+	st := []tandem.PodStatus{c.status(pod)}
+	c.remoteTransitions(ctx, st)
+	return &st[0], nil
+}
+
+func (c *Controller) status(pod string) tandem.PodStatus {
+	cfg, _ := c.config(pod)
+	st := c.state.Load().pods[pod]
+	killed := c.engaged(pod)
+	eff := st.mode.Effective(killed)
+	return tandem.PodStatus{
+		Pod:           pod,
+		Mode:          st.mode,
+		SourceOfTruth: eff.SourceOfTruth(),
+		Shadow:        eff.Shadow(),
+		KillSwitch:    killed,
+		Shops:         cfg.Shops.String(),
+		UpdatedAt:     st.updatedAt,
+		Gates:         c.EvaluateGates(pod),
+		Transition:    c.transition(pod),
+	}
+}
+
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must
 // name known pods, see killswitch).
 func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {

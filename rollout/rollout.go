@@ -121,44 +121,6 @@ type PodConfig struct {
 	Mode tandem.Mode
 }
 
-// Gates are the rollout thresholds of the config file.
-type Gates struct {
-	// MinComparisons is the fewest comparisons in the window to promote.
-	MinComparisons int64
-	// MaxDivergenceRate is the highest divergence rate that promotes.
-	MaxDivergenceRate float64
-	// Window is the comparator's window, also the longest age of the
-	// clean audit that RequireAudit asks for.
-	Window time.Duration
-	// RequireAudit asks for a clean drift audit within the window.
-	RequireAudit bool
-	// AbortDivergenceRate trips a pod's kill switch (0 disables).
-	AbortDivergenceRate float64
-	AbortMinComparisons int64
-	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
-	// soaks accept (0 disables).
-	MaxP99Factor float64
-	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
-	// accept (0 disables).
-	MaxMySQLErrorRate float64
-}
-
-// DefaultGates are API.md's example values.
-var DefaultGates = Gates{
-	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
-	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
-}
-
-// Names of the gates and refusals in failed_gates.
-const (
-	GateMinComparisons    = "min_comparisons"
-	GateMaxDivergenceRate = "max_divergence_rate"
-	GateAuditClean        = "audit_clean"
-	RefusedTransition     = "transition"
-	RefusedResync         = "resync"
-	RefusedKillSwitch     = "kill_switch"
-)
-
 // Actions written to the audit log.
 const (
 	ActionSetMode     = "set_mode"
@@ -406,28 +368,6 @@ func (c *Controller) Close() error {
 	return nil
 }
 
-func (c *Controller) loop(every time.Duration, what string, fn func(context.Context) error) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
-			err := fn(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.report(fmt.Errorf("%s: %w", what, err))
-			}
-		}
-	}()
-}
-
 func (c *Controller) report(err error) {
 	if c.OnError != nil {
 		c.OnError(err)
@@ -439,17 +379,6 @@ func (c *Controller) changed(e tandem.AuditLogEntry) {
 	if c.OnChange != nil {
 		c.OnChange(e)
 	}
-}
-
-func (c *Controller) pollOnce(ctx context.Context) error {
-	v, err := c.Store.Version(ctx)
-	if err != nil {
-		return err
-	}
-	if v == c.version.Load() {
-		return nil
-	}
-	return c.Reload(ctx)
 }
 
 // Reload reads the persisted pod modes and applies them.
@@ -506,74 +435,6 @@ func (c *Controller) engaged(pod string) bool {
 	return c.Switch != nil && c.Switch.Engaged(pod)
 }
 
-// EvaluateGates returns the state of pod's shadow -> mysql gates.
-func (c *Controller) EvaluateGates(pod string) tandem.Gates {
-	c.init()
-	g := tandem.Gates{FailedGates: []string{}}
-	var clean, recent bool
-	if c.Comparator != nil {
-		g.Comparisons, g.DivergenceRate = c.Comparator.GateStats(pod)
-		var at time.Time
-		var ok bool
-		at, clean, ok = c.Comparator.LastAudit(pod)
-		clean = ok && clean
-		recent = ok && !at.Before(c.Now().Add(-c.Gates.Window))
-	}
-	g.LastAuditClean = clean
-	if g.Comparisons < c.Gates.MinComparisons {
-		g.FailedGates = append(g.FailedGates, GateMinComparisons)
-	}
-	if g.DivergenceRate > c.Gates.MaxDivergenceRate {
-		g.FailedGates = append(g.FailedGates, GateMaxDivergenceRate)
-	}
-	if c.Gates.RequireAudit && !(clean && recent) {
-		g.FailedGates = append(g.FailedGates, GateAuditClean)
-	}
-	g.Passing = len(g.FailedGates) == 0
-	g.Checks = c.gateChecks(pod, g)
-	return g
-}
-
-func (c *Controller) status(pod string) tandem.PodStatus {
-	cfg, _ := c.config(pod)
-	st := c.state.Load().pods[pod]
-	killed := c.engaged(pod)
-	eff := st.mode.Effective(killed)
-	return tandem.PodStatus{
-		Pod:           pod,
-		Mode:          st.mode,
-		SourceOfTruth: eff.SourceOfTruth(),
-		Shadow:        eff.Shadow(),
-		KillSwitch:    killed,
-		Shops:         cfg.Shops.String(),
-		UpdatedAt:     st.updatedAt,
-		Gates:         c.EvaluateGates(pod),
-		Transition:    c.transition(pod),
-	}
-}
-
-// Pods returns every pod's status, in config order.
-func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
-	c.init()
-	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
-	for _, p := range c.PodConfigs {
-		out = append(out, c.status(p.Name))
-	}
-	c.remoteTransitions(ctx, out)
-	return out, nil
-}
-
-// Pod returns pod's status. Returns EUNKNOWNPOD.
-func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return nil, unknownPod(pod)
-	}
-	st := []tandem.PodStatus{c.status(pod)}
-	c.remoteTransitions(ctx, st)
-	return &st[0], nil
-}
-
 func unknownPod(pod string) error {
 	return tandem.Errorf(tandem.EUNKNOWNPOD, "unknown pod %q", pod).WithDetail("pod", pod)
 }
@@ -596,109 +457,4 @@ func unavailable(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "the control database cannot be reached"})
 	}
 	return err
-}
-
-// refusals returns why pod may not go from its current mode to ch.Mode,
-// and whether only gates (which Force overrides) failed.
-func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode, ch tandem.ModeChange) (failed []string, gatesFailed []string, err error) {
-	to := ch.Mode
-	failed = []string{}
-	if !tandem.CanTransition(from, to) {
-		failed = append(failed, RefusedTransition)
-	}
-	if from == tandem.ModeMySQLOnly && to == tandem.ModeMySQL {
-		ok, err := c.Store.Resynced(ctx, pod)
-		if err != nil {
-			return nil, nil, unavailable(err, "read resynced flag")
-		}
-		if !ok {
-			failed = append(failed, RefusedResync)
-		}
-	}
-	if killBlocks(to, c.engaged(pod)) {
-		failed = append(failed, RefusedKillSwitch)
-	}
-	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
-		gatesFailed = c.EvaluateGates(pod).FailedGates
-		if !ch.Force {
-			failed = append(failed, gatesFailed...)
-		}
-	}
-	return failed, gatesFailed, nil
-}
-
-// killBlocks reports whether an engaged kill switch refuses a move to
-// mode to: any mode whose source of truth is MySQL (mysql, and mysql_only,
-// which would escape the kill switch since it cannot fall back). The kill
-// switch only ever moves a pod toward Redis; force does not override it.
-func killBlocks(to tandem.Mode, killed bool) bool {
-	return killed && to.SourceOfTruth() == tandem.StoreMySQL
-}
-
-// SetMode moves pod to ch.Mode. Returns EINVALID (unknown mode, bad
-// reason), EUNKNOWNPOD, ETRANSITIONREFUSED (details failed_gates: any of
-// "transition", "resync", "kill_switch" and the gate names), ECONFLICT (the
-// pod changed meanwhile on another instance), EUNAVAILABLE (control
-// database, or the backfill on entering shadow, failed; nothing changed).
-// With DryRun nothing changes and only the verdict is returned.
-func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChange) (*tandem.PodStatus, *tandem.DryRun, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return nil, nil, unknownPod(pod)
-	}
-	if !ch.Mode.Valid() {
-		return nil, nil, tandem.Errorf(tandem.EINVALID, "unknown mode %q: want redis, shadow, mysql or mysql_only", ch.Mode)
-	}
-	change, err := validateChange(ch.Change)
-	if err != nil {
-		return nil, nil, err
-	}
-	ch.Change = change
-	from := c.Mode(pod)
-	if ch.Mode == tandem.ModeRedis && from == tandem.ModeRedis && !ch.DryRun {
-		if err := c.cancelTransition(ctx, pod, ch.Change); err != nil {
-			return nil, nil, err
-		}
-	}
-	if ch.Mode == from {
-		// Nothing to change: answered as it stands, not as a refusal.
-		if ch.DryRun {
-			return nil, &tandem.DryRun{WouldApply: true, FailedGates: []string{}}, nil
-		}
-		st := c.status(pod)
-		return &st, nil, nil
-	}
-	failed, gatesFailed, err := c.refusals(ctx, pod, from, ch)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ch.DryRun {
-		return nil, c.dryRun(pod, from, ch.Mode, failed), nil
-	}
-	if len(failed) > 0 {
-		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
-	}
-	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Fleet != nil {
-		return c.enterShadow(ctx, pod, ch.Change)
-	}
-	e := tandem.AuditLogEntry{
-		At: c.Now().UTC(), Actor: ch.Actor, Action: ActionSetMode, Pod: pod, Reason: ch.Reason,
-		Before: string(from), After: string(ch.Mode),
-	}
-	if len(gatesFailed) > 0 {
-		e.Action = ActionForceMode
-		e.Reason = fmt.Sprintf("%s [forced past failing gates %v]", ch.Reason, gatesFailed)
-	}
-	if _, err := c.Store.SetMode(ctx, pod, from, ch.Mode, e); err != nil {
-		if tandem.ErrorCode(err) == tandem.ECONFLICT {
-			_ = c.Reload(ctx)
-		}
-		return nil, nil, unavailable(err, "set mode")
-	}
-	c.changed(e)
-	if err := c.Reload(ctx); err != nil {
-		c.report(err)
-	}
-	st := c.status(pod)
-	return &st, nil, nil
 }
