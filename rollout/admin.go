@@ -14,7 +14,6 @@ import (
 
 // Pods returns every pod's status, in config order.
 func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
-	c.init()
 	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
 	for _, p := range c.PodConfigs {
 		out = append(out, c.status(p.Name))
@@ -25,7 +24,6 @@ func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
 
 // Pod returns pod's status. Returns EUNKNOWNPOD.
 func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return nil, unknownPod(pod)
 	}
@@ -55,19 +53,16 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must
 // name known pods, see killswitch).
 func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
 	return c.Switch.Engage(ctx, pods, ch)
 }
 
 // DisengageKillSwitch disengages pods (every pod when nil).
 func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
 	return c.Switch.Disengage(ctx, pods, ch)
 }
 
 // KillSwitch returns the kill switch state.
 func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, error) {
-	c.init()
 	st := c.Switch.State()
 	return &st, nil
 }
@@ -76,7 +71,6 @@ func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, e
 // EUNKNOWNPOD for a pod filter that names no pod, EINVALID for an unknown
 // kind, EUNAVAILABLE.
 func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
-	c.init()
 	if f.Pod != "" {
 		if _, ok := c.config(f.Pod); !ok {
 			return nil, unknownPod(f.Pod)
@@ -103,7 +97,6 @@ func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter)
 
 // Report returns every pod's comparisons over the gate window.
 func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
-	c.init()
 	out := make([]tandem.Report, 0, len(c.PodConfigs))
 	for _, p := range c.PodConfigs {
 		out = append(out, c.Comparator.Report(p.Name, c.Mode(p.Name)))
@@ -114,7 +107,6 @@ func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
 // Audit runs the drift audit of pod, records it for the audit gate and
 // writes it to the audit log. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
 func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return nil, unknownPod(pod)
 	}
@@ -151,7 +143,6 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 // ETRANSITIONREFUSED (the pod's mode has no MySQL to rebuild from),
 // EUNAVAILABLE.
 func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Change) (int, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return 0, unknownPod(pod)
 	}
@@ -183,7 +174,6 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 // AuditLog returns the last limit (default 100, at most 1000) audit-log
 // entries, newest first. Returns EUNAVAILABLE.
 func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
-	c.init()
 	if limit <= 0 {
 		limit = 100
 	}
@@ -201,7 +191,6 @@ func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLog
 // Instances returns every recorded instance, stale when it has not been
 // seen for StaleAfter. Returns EUNAVAILABLE.
 func (c *Controller) Instances(ctx context.Context) ([]tandem.Instance, error) {
-	c.init()
 	ins, err := c.Store.Instances(ctx)
 	if err != nil {
 		return nil, unavailable(err, "list instances")

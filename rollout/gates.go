@@ -48,7 +48,6 @@ const (
 
 // EvaluateGates returns the state of pod's shadow -> mysql gates.
 func (c *Controller) EvaluateGates(pod string) tandem.Gates {
-	c.init()
 	g := tandem.Gates{FailedGates: []string{}}
 	var clean, recent bool
 	if c.Comparator != nil {
@@ -96,7 +95,6 @@ var abortGates = map[string]bool{tandem.GateDivergenceRate: true, GateMySQLP99: 
 // MySQL's error rate and the minimum soak time, each with its value and
 // threshold.
 func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, soak time.Duration) tandem.PlanGates {
-	c.init()
 	g := c.EvaluateGates(pod)
 	checks := append([]tandem.GateCheck{}, g.Checks...)
 	if c.Comparator != nil {

@@ -24,7 +24,6 @@ const (
 // database, or the backfill on entering shadow, failed; nothing changed).
 // With DryRun nothing changes and only the verdict is returned.
 func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChange) (*tandem.PodStatus, *tandem.DryRun, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return nil, nil, unknownPod(pod)
 	}

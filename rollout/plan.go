@@ -153,7 +153,6 @@ func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, po
 // PlanStatus returns the persisted plan with every pod's gates. Returns
 // EUNAVAILABLE.
 func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
-	c.init()
 	doc, rec, err := c.loadPlan(ctx)
 	if err != nil {
 		return nil, err
@@ -165,7 +164,6 @@ func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 // defaults (PlanDefaults) overridden by st. Returns EINVALID, ECONFLICT
 // (one is running or paused), EUNAVAILABLE.
 func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
-	c.init()
 	ch, err := validateChange(st.Change)
 	if err != nil {
 		return nil, err
@@ -235,7 +233,6 @@ func (c *Controller) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.P
 }
 
 func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action string, to tandem.PlanPhase, from ...tandem.PlanPhase) (*tandem.Plan, error) {
-	c.init()
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err
@@ -281,7 +278,6 @@ func (c *Controller) SkipPlan(ctx context.Context, ch tandem.Change, pod string)
 }
 
 func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, action string, fn func(p *planPod)) (*tandem.Plan, error) {
-	c.init()
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err

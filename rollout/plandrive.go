@@ -23,7 +23,6 @@ const planAuditTimeout = 10 * time.Minute
 // the lease runs out) and, while the plan runs, advances every pod it
 // can and saves the plan.
 func (c *Controller) StepPlan(ctx context.Context) error {
-	c.init()
 	doc, rec, err := c.loadPlan(ctx)
 	if err != nil || doc.Phase != tandem.PlanRunning && doc.Phase != tandem.PlanPaused {
 		return err

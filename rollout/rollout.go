@@ -166,21 +166,13 @@ const (
 	storeTimeout             = 5 * time.Second
 )
 
-// Controller is one instance's rollout controller. Set the exported fields
-// before Open; Mode and the read methods are safe for concurrent use.
-type Controller struct {
-	// PodConfigs lists every pod; others are unknown.
+// Config is a Controller's configuration; New fills its zero fields with
+// the defaults.
+type Config struct {
+	// PodConfigs lists every pod; others are unknown. New reads it once.
 	PodConfigs []PodConfig
 	// Gates are the promotion and abort thresholds; zero takes DefaultGates.
 	Gates Gates
-	// Store persists the control state.
-	Store StateStore
-	// Switch is the kill switch; its Modes should be this Controller.
-	Switch KillSwitch
-	// Comparator counts the pods' comparisons and audits.
-	Comparator Comparisons
-	// Fleet runs backfill, audit and resync on a pod's stores.
-	Fleet Fleet
 
 	// InstanceID and Addr identify this instance in Instances.
 	InstanceID string
@@ -221,6 +213,65 @@ type Controller struct {
 	// aborts), once each, with who, why, the pod, before and after; nil
 	// ignores them. cmd logs them.
 	OnChange func(tandem.AuditLogEntry)
+}
+
+// withDefaults returns cfg with its zero fields set to the defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Gates == (Gates{}) {
+		cfg.Gates = DefaultGates
+	}
+	if cfg.Gates.Window <= 0 {
+		cfg.Gates.Window = DefaultGates.Window
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.PollInterval, DefaultPollInterval}, {&cfg.HeartbeatInterval, DefaultHeartbeatInterval},
+		{&cfg.AbortInterval, DefaultAbortInterval}, {&cfg.PlanInterval, DefaultPlanInterval},
+		{&cfg.LeaseDuration, DefaultLeaseDuration}, {&cfg.StaleAfter, DefaultStaleAfter},
+		{&cfg.BackfillWait, DefaultBackfillWait}, {&cfg.ResumeInterval, DefaultResumeInterval},
+		{&cfg.ProgressInterval, DefaultProgressInterval},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.PlanDefaults == (PlanSettings{}) {
+		cfg.PlanDefaults = DefaultPlanSettings
+	}
+	if cfg.PlanDefaults.Parallel <= 0 {
+		cfg.PlanDefaults.Parallel = 1
+	}
+	if cfg.PlanDefaults.FinalMode == "" {
+		cfg.PlanDefaults.FinalMode = tandem.ModeMySQL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = fmt.Sprintf("instance-%d", time.Now().UnixNano())
+	}
+	return cfg
+}
+
+// Controller is one instance's rollout controller. Mode and the read
+// methods are safe for concurrent use.
+type Controller struct {
+	// Config is the configuration New was given, with the defaults; its
+	// fields may be changed before Open (PodConfigs excepted).
+	Config
+	// Store persists the control state.
+	Store StateStore
+	// Switch is the kill switch; its Modes should be this Controller. Set
+	// it before Open; nil runs without one.
+	Switch KillSwitch
+	// Comparator counts the pods' comparisons and audits. Set it before
+	// Open; nil runs without gates' measures.
+	Comparator Comparisons
+	// Fleet runs backfill, audit and resync on a pod's stores. Set it
+	// before Open; nil runs without background transitions.
+	Fleet Fleet
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -233,7 +284,6 @@ type Controller struct {
 	// auditing lists the pods whose audit the plan runs (under trMu).
 	auditing map[string]bool
 
-	initOnce  sync.Once
 	startedAt time.Time
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -242,6 +292,8 @@ type Controller struct {
 }
 
 var _ tandem.AdminService = (*Controller)(nil)
+
+var _ tandem.PlanService = (*Controller)(nil)
 
 type podState struct {
 	mode      tandem.Mode
@@ -253,81 +305,36 @@ type podTable struct {
 	pods    map[string]podState
 }
 
-func (c *Controller) init() {
-	c.initOnce.Do(func() {
-		if c.Gates == (Gates{}) {
-			c.Gates = DefaultGates
-		}
-		if c.Gates.Window <= 0 {
-			c.Gates.Window = DefaultGates.Window
-		}
-		if c.PollInterval <= 0 {
-			c.PollInterval = DefaultPollInterval
-		}
-		if c.HeartbeatInterval <= 0 {
-			c.HeartbeatInterval = DefaultHeartbeatInterval
-		}
-		if c.AbortInterval <= 0 {
-			c.AbortInterval = DefaultAbortInterval
-		}
-		if c.PlanInterval <= 0 {
-			c.PlanInterval = DefaultPlanInterval
-		}
-		if c.LeaseDuration <= 0 {
-			c.LeaseDuration = DefaultLeaseDuration
-		}
-		if c.PlanDefaults == (PlanSettings{}) {
-			c.PlanDefaults = DefaultPlanSettings
-		}
-		if c.PlanDefaults.Parallel <= 0 {
-			c.PlanDefaults.Parallel = 1
-		}
-		if c.PlanDefaults.FinalMode == "" {
-			c.PlanDefaults.FinalMode = tandem.ModeMySQL
-		}
-		if c.StaleAfter <= 0 {
-			c.StaleAfter = DefaultStaleAfter
-		}
-		if c.BackfillWait <= 0 {
-			c.BackfillWait = DefaultBackfillWait
-		}
-		if c.ResumeInterval <= 0 {
-			c.ResumeInterval = DefaultResumeInterval
-		}
-		if c.ProgressInterval <= 0 {
-			c.ProgressInterval = DefaultProgressInterval
-		}
-		c.transitions = map[string]*transitionRun{}
-		c.auditing = map[string]bool{}
-		if c.Now == nil {
-			c.Now = time.Now
-		}
-		if c.InstanceID == "" {
-			c.InstanceID = fmt.Sprintf("instance-%d", time.Now().UnixNano())
-		}
-		pods := make(map[string]podState, len(c.PodConfigs))
-		for _, p := range c.PodConfigs {
-			pods[p.Name] = podState{mode: p.Mode}
-		}
-		c.state.Store(&podTable{pods: pods})
-		c.ctx, c.cancel = context.WithCancel(context.Background())
-	})
+// New returns a Controller of cfg's pods over store. Its modes are
+// unknown ("") until Open loads the persisted ones: a pod's router must
+// not act on the configured initial mode when the control database holds
+// another. Set Switch, Comparator and Fleet before Open: the kill switch
+// and the pods' routers read this Controller's modes, so they are built
+// after it.
+func New(cfg Config, store StateStore) *Controller {
+	c := &Controller{Config: cfg.withDefaults(), Store: store,
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}}
+	c.state.Store(&podTable{pods: map[string]podState{}})
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 // Open stores the configured pods that the control database does not know
 // yet, loads the persisted modes (they win over the config), registers this
 // instance and starts the reload, heartbeat, abort and plan loops.
 func (c *Controller) Open(ctx context.Context) error {
-	c.init()
 	for _, p := range c.PodConfigs {
 		if !p.Mode.Valid() {
 			return fmt.Errorf("pod %s: invalid initial mode %q", p.Name, p.Mode)
 		}
 	}
 	pods := make([]tandem.Pod, len(c.PodConfigs))
+	initial := make(map[string]podState, len(c.PodConfigs))
 	for i, p := range c.PodConfigs {
 		pods[i] = tandem.Pod{Name: p.Name, Shops: p.Shops, Mode: p.Mode}
+		initial[p.Name] = podState{mode: p.Mode}
 	}
+	c.state.Store(&podTable{pods: initial})
 	now := c.Now().UTC()
 	if err := c.Store.InitPods(ctx, pods, now); err != nil {
 		return fmt.Errorf("init pods: %w", err)
@@ -340,27 +347,12 @@ func (c *Controller) Open(ctx context.Context) error {
 	if err := c.Store.RegisterInstance(ctx, in); err != nil {
 		return fmt.Errorf("register instance: %w", err)
 	}
-	c.loop(c.PollInterval, "reload pod modes", c.pollOnce)
-	c.loop(c.HeartbeatInterval, "heartbeat", func(ctx context.Context) error {
-		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.version.Load())
-	})
-	c.loop(c.AbortInterval, "automatic abort", func(ctx context.Context) error {
-		c.CheckAbort(ctx)
-		return nil
-	})
-	c.loop(c.PlanInterval, "rollout plan", c.StepPlan)
-	if c.Fleet != nil {
-		if err := c.ResumeTransitions(ctx); err != nil {
-			c.report(fmt.Errorf("resume transitions: %w", err))
-		}
-		c.loop(c.ResumeInterval, "resume transitions", c.ResumeTransitions)
-	}
+	c.startLoops(ctx)
 	return nil
 }
 
 // Close stops the loops; safe to call twice.
 func (c *Controller) Close() error {
-	c.init()
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
@@ -383,7 +375,6 @@ func (c *Controller) changed(e tandem.AuditLogEntry) {
 
 // Reload reads the persisted pod modes and applies them.
 func (c *Controller) Reload(ctx context.Context) error {
-	c.init()
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
 	stored, version, err := c.Store.Pods(ctx)
@@ -408,15 +399,11 @@ func (c *Controller) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Mode returns pod's persisted mode ("" for an unknown pod). It reads
-// memory only and is safe on the hot path; the mode the pod runs in is
-// Mode(pod).Effective(killSwitch.Engaged(pod)).
+// Mode returns pod's persisted mode ("" for an unknown pod, and for every
+// pod before Open). It reads memory only and is safe on the hot path; the
+// mode the pod runs in is Mode(pod).Effective(killSwitch.Engaged(pod)).
 func (c *Controller) Mode(pod string) tandem.Mode {
-	t := c.state.Load()
-	if t == nil {
-		return ""
-	}
-	return t.pods[pod].mode
+	return c.state.Load().pods[pod].mode
 }
 
 // Version returns the control version this instance has applied.

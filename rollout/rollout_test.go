@@ -40,7 +40,7 @@ func TestController_Open(t *testing.T) {
 	t.Run("ErrStoreDown", func(t *testing.T) {
 		store := newMemStore()
 		store.fail(errDown)
-		c := &rollout.Controller{PodConfigs: []rollout.PodConfig{{Name: "pod-a", Mode: tandem.ModeRedis}}, Store: store}
+		c := rollout.New(rollout.Config{PodConfigs: []rollout.PodConfig{{Name: "pod-a", Mode: tandem.ModeRedis}}}, store)
 		if err := c.Open(ctx); !errors.Is(err, errDown) {
 			t.Errorf("got %v, want %v", err, errDown)
 		}

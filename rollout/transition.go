@@ -79,7 +79,6 @@ func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStat
 // Transitioning reports whether a background transition runs for pod on
 // this instance.
 func (c *Controller) Transitioning(pod string) bool {
-	c.init()
 	c.trMu.Lock()
 	defer c.trMu.Unlock()
 	return c.transitions[pod] != nil
@@ -278,7 +277,6 @@ func (c *Controller) cancelTransition(ctx context.Context, pod string, ch tandem
 // transition whose instance is this one (restarted) or is no longer seen,
 // and forgets those whose pod has moved on.
 func (c *Controller) ResumeTransitions(ctx context.Context) error {
-	c.init()
 	if c.Fleet == nil {
 		return nil
 	}

@@ -263,7 +263,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		podNames[i] = p.Name
 		podConfigs[i] = rollout.PodConfig{Name: p.Name, Shops: p.ShopSet(), Mode: tandem.Mode(p.Mode)}
 	}
-	m.ctl = &rollout.Controller{
+	m.ctl = rollout.New(rollout.Config{
 		PodConfigs: podConfigs,
 		Gates: rollout.Gates{
 			MinComparisons: cfg.Rollout.GateMinComparisons, MaxDivergenceRate: cfg.Rollout.GateMaxDivergenceRate,
@@ -275,10 +275,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
 			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
 		},
-		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval,
-		LeaseDuration: m.PlanLease,
-		OnError:       onError("rollout"), OnChange: m.controlAction(),
-	}
+		InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval, LeaseDuration: m.PlanLease,
+		OnError: onError("rollout"), OnChange: m.controlAction(),
+	}, m.control)
+	m.ctl.Comparator = m.cmp
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
