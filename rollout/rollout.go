@@ -4,7 +4,7 @@
 // second by polling the control version, checks transitions and the
 // promotion gates, trips a pod's kill switch by itself when its divergence
 // rate crosses the abort threshold, runs the smallest-first rollout plan,
-// and serves tandem.AdminService.
+// and serves tandem.AdminService and tandem.PlanService.
 package rollout
 
 import (
@@ -152,7 +152,7 @@ const ActorAuto = "auto"
 // ActorPlan is the actor of the rollout plan's own changes.
 const ActorPlan = "plan"
 
-// Defaults of the exported configuration fields.
+// Defaults of Config's fields.
 const (
 	DefaultPollInterval      = 250 * time.Millisecond
 	DefaultHeartbeatInterval = time.Second
