@@ -2,6 +2,34 @@ package tandem
 
 import "time"
 
+// PlanPhase is where the rollout plan stands.
+type PlanPhase string
+
+// Plan phases. A paused plan resumes where it stopped; an aborted or done
+// one is replaced by the next start.
+const (
+	PlanIdle    PlanPhase = "idle"
+	PlanRunning PlanPhase = "running"
+	PlanPaused  PlanPhase = "paused"
+	PlanAborted PlanPhase = "aborted"
+	PlanDone    PlanPhase = "done"
+)
+
+// PlanStep is where one pod stands in the rollout plan.
+type PlanStep string
+
+// Plan steps of a pod.
+const (
+	StepPending          PlanStep = "pending"
+	StepBackfill         PlanStep = "backfill"
+	StepShadowSoak       PlanStep = "shadow_soak"
+	StepAwaitingApproval PlanStep = "awaiting_approval"
+	StepMySQLSoak        PlanStep = "mysql_soak"
+	StepDone             PlanStep = "done"
+	StepSkipped          PlanStep = "skipped"
+	StepAborted          PlanStep = "aborted"
+)
+
 // PlanSettings are a rollout plan's settings as API.md's PLAN shows them:
 // soaks as durations ("30m"), the final mode, how many pods may be in
 // transition at once, and whether each promotion waits for an approval.
@@ -33,11 +61,9 @@ type PlanGates struct {
 
 // PlanPod is one pod in API.md's PLAN.
 type PlanPod struct {
-	Pod  string `json:"pod"`
-	Mode Mode   `json:"mode"`
-	// Step is pending, backfill, shadow_soak, awaiting_approval,
-	// mysql_soak, done, skipped or aborted.
-	Step      string     `json:"step"`
+	Pod       string     `json:"pod"`
+	Mode      Mode       `json:"mode"`
+	Step      PlanStep   `json:"step"`
 	SoakUntil *time.Time `json:"soak_until,omitempty"`
 	// SoakRemaining is how long the soak still runs ("4m10s").
 	SoakRemaining string `json:"soak_remaining,omitempty"`
@@ -48,8 +74,7 @@ type PlanPod struct {
 
 // Plan is API.md's PLAN: the pod-by-pod rollout, smallest pods first.
 type Plan struct {
-	// Phase is idle, running, paused, aborted or done.
-	Phase string `json:"phase"`
+	Phase PlanPhase `json:"phase"`
 	// Driver is the instance that holds the lease and drives the plan.
 	Driver     string       `json:"driver"`
 	LeaseUntil *time.Time   `json:"lease_until,omitempty"`

@@ -280,3 +280,28 @@ type AdminService interface {
 	AuditLog(ctx context.Context, limit int) ([]AuditLogEntry, error)
 	Instances(ctx context.Context) ([]Instance, error)
 }
+
+// PlanService runs the pod-by-pod rollout plan (API.md's PLAN); the
+// rollout controller implements it and the admin API serves it.
+//
+// The changes return EINVALID (bad change or setting), EUNKNOWNPOD,
+// ECONFLICT (the plan's phase does not allow it: start while one runs,
+// pause when not running, resume when not paused) and EUNAVAILABLE. With
+// ECONFLICT they may also return the plan, whose phase the answer reports
+// as details.phase.
+type PlanService interface {
+	// PlanStatus returns the plan with every pod's step and gates.
+	PlanStatus(ctx context.Context) (*Plan, error)
+	// StartPlan starts a plan over every pod, smallest first.
+	StartPlan(ctx context.Context, st PlanStart) (*Plan, error)
+	// PausePlan stops a running plan from advancing until ResumePlan.
+	PausePlan(ctx context.Context, ch Change) (*Plan, error)
+	// ResumePlan lets a paused plan advance again.
+	ResumePlan(ctx context.Context, ch Change) (*Plan, error)
+	// AbortPlan stops a running or paused plan for good.
+	AbortPlan(ctx context.Context, ch Change) (*Plan, error)
+	// ApprovePlan lets pod's next promotion go.
+	ApprovePlan(ctx context.Context, ch Change, pod string) (*Plan, error)
+	// SkipPlan takes pod out of the plan where it stands.
+	SkipPlan(ctx context.Context, ch Change, pod string) (*Plan, error)
+}

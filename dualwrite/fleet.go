@@ -8,9 +8,15 @@ import (
 
 var _ tandem.CheckoutService = (*Fleet)(nil)
 
-// Fleet routes each request to the router of the pod that lists its shop.
+// Fleet routes each request to the router of the pod that lists its shop,
+// and runs a named pod's backfill, audit and resync for the rollout
+// controller.
 type Fleet struct {
 	Routers []*Router
+	// BeforeBackfill, when set, runs before every backfill of a pod's
+	// MySQL and may block it (ctx cancels it) or fail it; end-to-end tests
+	// hold a copy with it to watch the transition.
+	BeforeBackfill func(ctx context.Context, pod string) error
 }
 
 // Router returns the router of the pod that lists shop, or EUNKNOWNSHOP.
@@ -31,6 +37,58 @@ func (f *Fleet) Pod(name string) (*Router, error) {
 		}
 	}
 	return nil, tandem.Errorf(tandem.EUNKNOWNPOD, "no pod named %q", name)
+}
+
+// Backfill makes pod's MySQL hold what its Redis holds (see
+// Router.Backfill); it blocks until the copy is done, ctx cancels it.
+// Returns EUNKNOWNPOD.
+func (f *Fleet) Backfill(ctx context.Context, pod string) error {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return err
+	}
+	if f.BeforeBackfill != nil {
+		if err := f.BeforeBackfill(ctx, pod); err != nil {
+			return err
+		}
+	}
+	_, err = r.Backfill(ctx)
+	return err
+}
+
+// BackfillProgress returns pod's running or last backfill on this
+// instance (Step, Copied, Total, StartedAt); nil when none ran or the pod
+// is unknown.
+func (f *Fleet) BackfillProgress(pod string) *tandem.Transition {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return nil
+	}
+	p := r.BackfillProgress()
+	if p == nil {
+		return nil
+	}
+	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt}
+}
+
+// Audit compares pod's stores with its ledger (see Router.Audit).
+// Returns EUNKNOWNPOD.
+func (f *Fleet) Audit(ctx context.Context, pod string) (*tandem.Audit, error) {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return nil, err
+	}
+	return r.Audit(ctx)
+}
+
+// Resync rebuilds pod's Redis from its MySQL and returns how many keys it
+// rewrote (see Router.Resync). Returns EUNKNOWNPOD.
+func (f *Fleet) Resync(ctx context.Context, pod string) (int, error) {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return 0, err
+	}
+	return r.Resync(ctx)
 }
 
 // Close closes every router.

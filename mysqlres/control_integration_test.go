@@ -28,12 +28,12 @@ func mustOpenInstance(t *testing.T, dsn, redisPrefix, id string) *instance {
 	rdb, _ := testenv.MustRedis(t) // own client; the shared prefix comes from the caller
 	store := MustOpenControl(t, dsn)
 	in := &instance{cmp: &comparator.Comparator{Log: store}}
-	in.ctl = &rollout.Controller{
+	in.ctl = rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{{Name: "pod-a", Mode: tandem.ModeRedis}, {Name: "pod-b", Mode: tandem.ModeShadow}},
 		Gates:      rollout.Gates{MinComparisons: 10, MaxDivergenceRate: 0.01, Window: time.Minute, AbortDivergenceRate: 0.05, AbortMinComparisons: 20},
-		Store:      store, Comparator: in.cmp, InstanceID: id,
-		PollInterval: 20 * time.Millisecond, AbortInterval: time.Hour, PlanInterval: time.Hour,
-	}
+		InstanceID: id, PollInterval: 20 * time.Millisecond, AbortInterval: time.Hour, PlanInterval: time.Hour,
+	}, store)
+	in.ctl.Comparator = in.cmp
 	in.sw = &killswitch.Switch{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, redisPrefix),
 		Modes: in.ctl, AuditLog: store, PollInterval: 20 * time.Millisecond}
 	in.ctl.Switch = in.sw

@@ -41,14 +41,15 @@ func MustOpenControl(tb testing.TB, dsn string) *mysqlres.ControlStore {
 // (redis) and pod-b (shadow), closed when tb ends.
 func MustOpenController(tb testing.TB, store *mysqlres.ControlStore, id string) *rollout.Controller {
 	tb.Helper()
-	c := &rollout.Controller{
+	c := rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{
 			{Name: "pod-a", Mode: tandem.ModeRedis},
 			{Name: "pod-b", Mode: tandem.ModeShadow},
 		},
-		Store: store, Comparator: &comparator.Comparator{}, InstanceID: id, Addr: "127.0.0.1:8080",
+		InstanceID: id, Addr: "127.0.0.1:8080",
 		PollInterval: 20 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
-	}
+	}, store)
+	c.Comparator = &comparator.Comparator{}
 	if err := c.Open(context.Background()); err != nil {
 		tb.Fatalf("open controller: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 // divergence rate, or a MySQL error rate, at or above AbortDivergenceRate.
 // It returns the pods it tripped.
 func (c *Controller) CheckAbort(ctx context.Context) []string {
-	c.init()
 	g := c.Gates
 	if g.AbortDivergenceRate <= 0 || c.Comparator == nil || c.Switch == nil {
 		return nil

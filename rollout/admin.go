@@ -12,22 +12,57 @@ import (
 // kill switch, divergences, reports, audits, resyncs, the audit log and
 // the instances.
 
+// Pods returns every pod's status, in config order.
+func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
+	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
+	for _, p := range c.PodConfigs {
+		out = append(out, c.status(p.Name))
+	}
+	c.remoteTransitions(ctx, out)
+	return out, nil
+}
+
+// Pod returns pod's status. Returns EUNKNOWNPOD.
+func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
+	if _, ok := c.config(pod); !ok {
+		return nil, unknownPod(pod)
+	}
+	st := []tandem.PodStatus{c.status(pod)}
+	c.remoteTransitions(ctx, st)
+	return &st[0], nil
+}
+
+func (c *Controller) status(pod string) tandem.PodStatus {
+	cfg, _ := c.config(pod)
+	st := c.state.Load().pods[pod]
+	killed := c.engaged(pod)
+	eff := st.mode.Effective(killed)
+	return tandem.PodStatus{
+		Pod:           pod,
+		Mode:          st.mode,
+		SourceOfTruth: eff.SourceOfTruth(),
+		Shadow:        eff.Shadow(),
+		KillSwitch:    killed,
+		Shops:         cfg.Shops.String(),
+		UpdatedAt:     st.updatedAt,
+		Gates:         c.EvaluateGates(pod),
+		Transition:    c.transition(pod),
+	}
+}
+
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must
 // name known pods, see killswitch).
 func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
 	return c.Switch.Engage(ctx, pods, ch)
 }
 
 // DisengageKillSwitch disengages pods (every pod when nil).
 func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	c.init()
 	return c.Switch.Disengage(ctx, pods, ch)
 }
 
 // KillSwitch returns the kill switch state.
 func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, error) {
-	c.init()
 	st := c.Switch.State()
 	return &st, nil
 }
@@ -36,7 +71,6 @@ func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, e
 // EUNKNOWNPOD for a pod filter that names no pod, EINVALID for an unknown
 // kind, EUNAVAILABLE.
 func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
-	c.init()
 	if f.Pod != "" {
 		if _, ok := c.config(f.Pod); !ok {
 			return nil, unknownPod(f.Pod)
@@ -63,7 +97,6 @@ func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter)
 
 // Report returns every pod's comparisons over the gate window.
 func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
-	c.init()
 	out := make([]tandem.Report, 0, len(c.PodConfigs))
 	for _, p := range c.PodConfigs {
 		out = append(out, c.Comparator.Report(p.Name, c.Mode(p.Name)))
@@ -74,7 +107,6 @@ func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
 // Audit runs the drift audit of pod, records it for the audit gate and
 // writes it to the audit log. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
 func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return nil, unknownPod(pod)
 	}
@@ -82,7 +114,7 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.Ops.Audit(ctx, pod)
+	a, err := c.Fleet.Audit(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +143,6 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 // ETRANSITIONREFUSED (the pod's mode has no MySQL to rebuild from),
 // EUNAVAILABLE.
 func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Change) (int, error) {
-	c.init()
 	if _, ok := c.config(pod); !ok {
 		return 0, unknownPod(pod)
 	}
@@ -127,7 +158,7 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 		return 0, tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s is in %s: MySQL is not its source of truth, nothing to resync from", pod, mode).
 			WithDetail("failed_gates", []string{RefusedTransition})
 	}
-	n, err := c.Ops.Resync(ctx, pod)
+	n, err := c.Fleet.Resync(ctx, pod)
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +174,6 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 // AuditLog returns the last limit (default 100, at most 1000) audit-log
 // entries, newest first. Returns EUNAVAILABLE.
 func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
-	c.init()
 	if limit <= 0 {
 		limit = 100
 	}
@@ -161,7 +191,6 @@ func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLog
 // Instances returns every recorded instance, stale when it has not been
 // seen for StaleAfter. Returns EUNAVAILABLE.
 func (c *Controller) Instances(ctx context.Context) ([]tandem.Instance, error) {
-	c.init()
 	ins, err := c.Store.Instances(ctx)
 	if err != nil {
 		return nil, unavailable(err, "list instances")

@@ -324,7 +324,7 @@ func (f *fakeSwitch) Disengage(ctx context.Context, pods []string, ch tandem.Cha
 	return &st, nil
 }
 
-// fakeOps is an in-memory rollout.PodOps. With hold set, a backfill
+// fakeOps is an in-memory rollout.Fleet. With hold set, a backfill
 // reports started (copied 1 of 2) and blocks until release is closed or
 // its ctx is cancelled.
 type fakeOps struct {
@@ -453,20 +453,20 @@ func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *e
 	clk := &clock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	cmp := &comparator.Comparator{Window: testGates.Window, Now: clk.Now}
 	e := &env{store: store, sw: newFakeSwitch(), cmp: cmp, ops: &fakeOps{audit: tandem.Audit{Checked: 3, Clean: true}}, clk: clk}
-	e.ctl = &rollout.Controller{
+	e.ctl = rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{
 			{Name: "pod-a", Shops: mustShops(t, "1-3"), Mode: modes[0]},
 			{Name: "pod-b", Shops: mustShops(t, "7"), Mode: modes[1]},
 			{Name: "pod-c", Shops: mustShops(t, "100-109"), Mode: modes[2]},
 		},
-		Gates: testGates, Store: store, Switch: e.sw, Comparator: cmp, Ops: e.ops,
-		InstanceID: id, PollInterval: 5 * time.Millisecond,
+		Gates: testGates, InstanceID: id, PollInterval: 5 * time.Millisecond,
 		// A backfill that is not held ends long before this.
 		BackfillWait: time.Minute,
 		// The background abort and plan loops are driven by hand in tests.
 		AbortInterval: time.Hour, PlanInterval: time.Hour,
 		Now: clk.Now,
-	}
+	}, store)
+	e.ctl.Switch, e.ctl.Comparator, e.ctl.Fleet = e.sw, cmp, e.ops
 	if err := e.ctl.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -18,37 +18,9 @@ import (
 // that any instance can answer for it and change it; exactly one instance,
 // the holder of the lease, drives it (see plandrive.go).
 
-// PlanPhase is where the rollout plan stands.
-type PlanPhase string
-
-// Plan phases. A paused plan resumes where it stopped; an aborted or done
-// one is replaced by the next start.
-const (
-	PlanIdle    PlanPhase = "idle"
-	PlanRunning PlanPhase = "running"
-	PlanPaused  PlanPhase = "paused"
-	PlanAborted PlanPhase = "aborted"
-	PlanDone    PlanPhase = "done"
-)
-
-// PlanStep is where one pod stands in the plan.
-type PlanStep string
-
-// Plan steps of a pod.
-const (
-	StepPending          PlanStep = "pending"
-	StepBackfill         PlanStep = "backfill"
-	StepShadowSoak       PlanStep = "shadow_soak"
-	StepAwaitingApproval PlanStep = "awaiting_approval"
-	StepMySQLSoak        PlanStep = "mysql_soak"
-	StepDone             PlanStep = "done"
-	StepSkipped          PlanStep = "skipped"
-	StepAborted          PlanStep = "aborted"
-)
-
-// inTransition reports whether the step counts against Parallel.
-func (s PlanStep) inTransition() bool {
-	return s == StepBackfill || s == StepShadowSoak || s == StepAwaitingApproval || s == StepMySQLSoak
+// inTransition reports whether a pod at step s counts against Parallel.
+func inTransition(s tandem.PlanStep) bool {
+	return s == tandem.StepBackfill || s == tandem.StepShadowSoak || s == tandem.StepAwaitingApproval || s == tandem.StepMySQLSoak
 }
 
 // PlanSettings are a plan's settings; the config's rollout.plan.* are the
@@ -70,10 +42,10 @@ var DefaultPlanSettings = PlanSettings{ShadowSoak: 30 * time.Minute, MySQLSoak: 
 
 // planPod is one pod's progress in the persisted plan.
 type planPod struct {
-	Pod       string    `json:"pod"`
-	Step      PlanStep  `json:"step"`
-	Since     time.Time `json:"since"`
-	SoakUntil time.Time `json:"soak_until"`
+	Pod       string          `json:"pod"`
+	Step      tandem.PlanStep `json:"step"`
+	Since     time.Time       `json:"since"`
+	SoakUntil time.Time       `json:"soak_until"`
 	// Approved is an operator's approval of the pod's next promotion.
 	Approved bool `json:"approved,omitempty"`
 	// Moved is set once the plan changed the pod's mode.
@@ -91,11 +63,11 @@ type planPod struct {
 
 // planDoc is the persisted plan.
 type planDoc struct {
-	Phase    PlanPhase    `json:"phase"`
-	Settings PlanSettings `json:"settings"`
-	Waiting  string       `json:"waiting,omitempty"`
-	Pods     []planPod    `json:"pods"`
-	Promoted []string     `json:"promoted"`
+	Phase    tandem.PlanPhase `json:"phase"`
+	Settings PlanSettings     `json:"settings"`
+	Waiting  string           `json:"waiting,omitempty"`
+	Pods     []planPod        `json:"pods"`
+	Promoted []string         `json:"promoted"`
 }
 
 func (d *planDoc) pod(name string) *planPod {
@@ -131,7 +103,7 @@ func (c *Controller) loadPlan(ctx context.Context) (planDoc, tandem.PlanRecord, 
 	if err != nil {
 		return planDoc{}, rec, unavailable(err, "load the rollout plan")
 	}
-	doc := planDoc{Phase: PlanIdle}
+	doc := planDoc{Phase: tandem.PlanIdle}
 	if len(rec.Doc) > 0 {
 		if err := json.Unmarshal(rec.Doc, &doc); err != nil {
 			return doc, rec, fmt.Errorf("decode the rollout plan: %w", err)
@@ -181,7 +153,6 @@ func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, po
 // PlanStatus returns the persisted plan with every pod's gates. Returns
 // EUNAVAILABLE.
 func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
-	c.init()
 	doc, rec, err := c.loadPlan(ctx)
 	if err != nil {
 		return nil, err
@@ -193,7 +164,6 @@ func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 // defaults (PlanDefaults) overridden by st. Returns EINVALID, ECONFLICT
 // (one is running or paused), EUNAVAILABLE.
 func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
-	c.init()
 	ch, err := validateChange(st.Change)
 	if err != nil {
 		return nil, err
@@ -203,13 +173,13 @@ func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tande
 		return nil, err
 	}
 	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
-		if d.Phase == PlanRunning || d.Phase == PlanPaused {
+		if d.Phase == tandem.PlanRunning || d.Phase == tandem.PlanPaused {
 			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s: resume or abort it first", d.Phase)
 		}
 		now := c.Now().UTC()
-		*d = planDoc{Phase: PlanRunning, Settings: set, Promoted: []string{}}
+		*d = planDoc{Phase: tandem.PlanRunning, Settings: set, Promoted: []string{}}
 		for _, pod := range c.PlanOrder() {
-			d.Pods = append(d.Pods, planPod{Pod: pod, Step: StepPending, Since: now})
+			d.Pods = append(d.Pods, planPod{Pod: pod, Step: tandem.StepPending, Since: now})
 		}
 		return ActionPlanStart, "", nil
 	})
@@ -246,24 +216,23 @@ func (c *Controller) planSettings(st tandem.PlanStart) (PlanSettings, error) {
 // PausePlan stops a running plan from advancing until ResumePlan.
 // Returns EINVALID, ECONFLICT (not running), EUNAVAILABLE.
 func (c *Controller) PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanPause, PlanPaused, PlanRunning)
+	return c.movePlan(ctx, ch, ActionPlanPause, tandem.PlanPaused, tandem.PlanRunning)
 }
 
 // ResumePlan lets a paused plan advance again. Returns EINVALID, ECONFLICT
 // (not paused), EUNAVAILABLE.
 func (c *Controller) ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanResume, PlanRunning, PlanPaused)
+	return c.movePlan(ctx, ch, ActionPlanResume, tandem.PlanRunning, tandem.PlanPaused)
 }
 
 // AbortPlan stops a running or paused plan for good; pods keep their mode
 // (the kill switch moves them back). Returns EINVALID, ECONFLICT,
 // EUNAVAILABLE.
 func (c *Controller) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanAbort, PlanAborted, PlanRunning, PlanPaused)
+	return c.movePlan(ctx, ch, ActionPlanAbort, tandem.PlanAborted, tandem.PlanRunning, tandem.PlanPaused)
 }
 
-func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action string, to PlanPhase, from ...PlanPhase) (*tandem.Plan, error) {
-	c.init()
+func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action string, to tandem.PlanPhase, from ...tandem.PlanPhase) (*tandem.Plan, error) {
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err
@@ -278,13 +247,13 @@ func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action stri
 		}
 		d.Phase = to
 		d.Waiting = fmt.Sprintf("%s by %s: %s", to, ch.Actor, ch.Reason)
-		if to == PlanRunning {
+		if to == tandem.PlanRunning {
 			d.Waiting = ""
 		}
-		if to == PlanAborted {
+		if to == tandem.PlanAborted {
 			for i := range d.Pods {
-				if d.Pods[i].Step.inTransition() {
-					d.Pods[i].Step = StepAborted
+				if inTransition(d.Pods[i].Step) {
+					d.Pods[i].Step = tandem.StepAborted
 				}
 			}
 		}
@@ -304,12 +273,11 @@ func (c *Controller) ApprovePlan(ctx context.Context, ch tandem.Change, pod stri
 // EUNKNOWNPOD, ECONFLICT, EUNAVAILABLE.
 func (c *Controller) SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
 	return c.podPlanChange(ctx, ch, pod, ActionPlanSkip, func(p *planPod) {
-		p.Step, p.Waiting = StepSkipped, ""
+		p.Step, p.Waiting = tandem.StepSkipped, ""
 	})
 }
 
 func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, action string, fn func(p *planPod)) (*tandem.Plan, error) {
-	c.init()
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err
@@ -318,11 +286,11 @@ func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, a
 		return nil, unknownPod(pod)
 	}
 	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
-		if d.Phase != PlanRunning && d.Phase != PlanPaused {
+		if d.Phase != tandem.PlanRunning && d.Phase != tandem.PlanPaused {
 			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", d.Phase)
 		}
 		p := d.pod(pod)
-		if p == nil || p.Step == StepDone || p.Step == StepSkipped || p.Step == StepAborted {
+		if p == nil || p.Step == tandem.StepDone || p.Step == tandem.StepSkipped || p.Step == tandem.StepAborted {
 			return "", "", tandem.Errorf(tandem.ECONFLICT, "pod %s has nothing left to do in the plan", pod)
 		}
 		fn(p)
@@ -334,16 +302,16 @@ func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, a
 // and gates as this instance sees them.
 func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 	now := c.Now()
-	out := &tandem.Plan{Phase: string(d.Phase), Waiting: d.Waiting, Order: c.PlanOrder(), Promoted: d.Promoted,
+	out := &tandem.Plan{Phase: d.Phase, Waiting: d.Waiting, Order: c.PlanOrder(), Promoted: d.Promoted,
 		Pods: []tandem.PlanPod{}}
 	if out.Phase == "" {
-		out.Phase = string(PlanIdle)
+		out.Phase = tandem.PlanIdle
 	}
 	if out.Promoted == nil {
 		out.Promoted = []string{}
 	}
 	set := d.Settings
-	if d.Phase == PlanIdle || d.Phase == "" {
+	if d.Phase == tandem.PlanIdle || d.Phase == "" {
 		set = c.PlanDefaults
 	}
 	out.Settings = tandem.PlanSettings{ShadowSoak: set.ShadowSoak.String(), MySQLSoak: set.MySQLSoak.String(),
@@ -360,15 +328,15 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 	for _, name := range out.Order {
 		p, ok := steps[name]
 		if !ok {
-			p = planPod{Pod: name, Step: StepPending}
+			p = planPod{Pod: name, Step: tandem.StepPending}
 		}
-		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: string(p.Step), Waiting: p.Waiting}
+		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: p.Step, Waiting: p.Waiting}
 		soak := set.ShadowSoak
 		mode := tandem.ModeShadow
-		if p.Step == StepMySQLSoak {
+		if p.Step == tandem.StepMySQLSoak {
 			soak, mode = set.MySQLSoak, tandem.ModeMySQL
 		}
-		if !p.SoakUntil.IsZero() && (p.Step == StepShadowSoak || p.Step == StepMySQLSoak || p.Step == StepAwaitingApproval) {
+		if !p.SoakUntil.IsZero() && (p.Step == tandem.StepShadowSoak || p.Step == tandem.StepMySQLSoak || p.Step == tandem.StepAwaitingApproval) {
 			until := p.SoakUntil.UTC()
 			pp.SoakUntil = &until
 			if left := p.SoakUntil.Sub(now); left > 0 {

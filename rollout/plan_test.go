@@ -47,7 +47,7 @@ func (e *env) stepPlan(t *testing.T) *tandem.Plan {
 	return p
 }
 
-func step(p *tandem.Plan, pod string) string {
+func step(p *tandem.Plan, pod string) tandem.PlanStep {
 	for _, pp := range p.Pods {
 		if pp.Pod == pod {
 			return pp.Step
@@ -81,7 +81,7 @@ func TestController_Plan(t *testing.T) {
 			t.Fatalf("got order %v, want pod-b, pod-a, pod-c", got)
 		}
 		var entered []string
-		for i := 0; i < 40 && p.Phase != string(rollout.PlanDone); i++ {
+		for i := 0; i < 40 && p.Phase != tandem.PlanDone; i++ {
 			e.healthy()
 			p = e.stepPlan(t)
 			for _, pp := range p.Pods {
@@ -100,7 +100,7 @@ func TestController_Plan(t *testing.T) {
 			}
 			e.clk.Advance(4 * time.Minute)
 		}
-		if p.Phase != string(rollout.PlanDone) {
+		if p.Phase != tandem.PlanDone {
 			t.Fatalf("got phase %s (%s), want done", p.Phase, p.Waiting)
 		}
 		if !slices.Equal(entered, []string{"pod-b", "pod-a", "pod-c"}) {
@@ -230,7 +230,7 @@ func TestController_Plan(t *testing.T) {
 			e.healthy()
 			p = e.stepPlan(t)
 		}
-		if p.Phase != string(rollout.PlanDone) || e.ctl.Mode("pod-c") != tandem.ModeMySQLOnly {
+		if p.Phase != tandem.PlanDone || e.ctl.Mode("pod-c") != tandem.ModeMySQLOnly {
 			t.Fatalf("got %s, pod-c %s, want done with mysql_only", p.Phase, e.ctl.Mode("pod-c"))
 		}
 	})
@@ -246,7 +246,7 @@ func TestController_Plan(t *testing.T) {
 		}
 		e.sw.Engage(ctx, []string{"pod-b"}, why)
 		p := e.stepPlan(t)
-		if p.Phase != string(rollout.PlanAborted) || !strings.Contains(p.Waiting, "kill switch engaged on pod-b") || step(p, "pod-b") != "aborted" {
+		if p.Phase != tandem.PlanAborted || !strings.Contains(p.Waiting, "kill switch engaged on pod-b") || step(p, "pod-b") != "aborted" {
 			t.Fatalf("got %s %q step %s, want aborted by the kill switch", p.Phase, p.Waiting, step(p, "pod-b"))
 		}
 	})
@@ -259,7 +259,7 @@ func TestController_Plan(t *testing.T) {
 		e.stepPlan(t)
 		e.record("pod-b", 200, 100)
 		p := e.stepPlan(t)
-		if p.Phase != string(rollout.PlanAborted) || !strings.Contains(p.Waiting, "divergence_rate") {
+		if p.Phase != tandem.PlanAborted || !strings.Contains(p.Waiting, "divergence_rate") {
 			t.Fatalf("got %s %q, want aborted by the divergence rate", p.Phase, p.Waiting)
 		}
 		if !e.sw.Engaged("pod-b") {
@@ -273,7 +273,7 @@ func TestController_Plan(t *testing.T) {
 		if _, err := e.ctl.PausePlan(ctx, why); err != nil {
 			t.Fatal(err)
 		}
-		if p := e.stepPlan(t); step(p, "pod-b") != "pending" || p.Phase != string(rollout.PlanPaused) {
+		if p := e.stepPlan(t); step(p, "pod-b") != "pending" || p.Phase != tandem.PlanPaused {
 			t.Fatalf("a paused plan moved: %+v", p)
 		}
 		if _, err := e.ctl.StartPlan(ctx, tandem.PlanStart{Change: why}); tandem.ErrorCode(err) != tandem.ECONFLICT {

@@ -23,9 +23,8 @@ const planAuditTimeout = 10 * time.Minute
 // the lease runs out) and, while the plan runs, advances every pod it
 // can and saves the plan.
 func (c *Controller) StepPlan(ctx context.Context) error {
-	c.init()
 	doc, rec, err := c.loadPlan(ctx)
-	if err != nil || doc.Phase != PlanRunning && doc.Phase != PlanPaused {
+	if err != nil || doc.Phase != tandem.PlanRunning && doc.Phase != tandem.PlanPaused {
 		return err
 	}
 	now := c.Now()
@@ -37,7 +36,7 @@ func (c *Controller) StepPlan(ctx context.Context) error {
 		c.changed(tandem.AuditLogEntry{At: now.UTC(), Actor: ActorPlan, Action: ActionPlanDriver,
 			Reason: "took the rollout plan's lease", Before: rec.Driver, After: c.InstanceID})
 	}
-	if doc.Phase != PlanRunning {
+	if doc.Phase != tandem.PlanRunning {
 		return nil
 	}
 	c.advancePlan(ctx, &doc)
@@ -70,13 +69,13 @@ func (c *Controller) advancePlan(ctx context.Context, d *planDoc) {
 	}
 	inflight := 0
 	for _, p := range d.Pods {
-		if p.Step.inTransition() {
+		if inTransition(p.Step) {
 			inflight++
 		}
 	}
 	for i := range d.Pods {
 		p := &d.Pods[i]
-		if p.Step == StepPending {
+		if p.Step == tandem.StepPending {
 			if inflight >= d.Settings.Parallel {
 				p.Waiting = fmt.Sprintf("waiting: at most %d pod(s) in transition", d.Settings.Parallel)
 				continue
@@ -84,21 +83,21 @@ func (c *Controller) advancePlan(ctx context.Context, d *planDoc) {
 			inflight++
 			c.startPod(ctx, d, p)
 		}
-		if p.Step.inTransition() && c.advancePod(ctx, d, p) {
+		if inTransition(p.Step) && c.advancePod(ctx, d, p) {
 			return
 		}
 	}
 	d.Waiting = ""
 	for _, p := range d.Pods {
-		if p.Step.inTransition() || p.Step == StepPending {
+		if inTransition(p.Step) || p.Step == tandem.StepPending {
 			if d.Waiting == "" && p.Waiting != "" {
 				d.Waiting = p.Pod + ": " + p.Waiting
 			}
 			return
 		}
 	}
-	d.Phase = PlanDone
-	c.planAudit(ctx, planChange("every pod reached its final mode"), ActionPlanDone, "", string(PlanDone))
+	d.Phase = tandem.PlanDone
+	c.planAudit(ctx, planChange("every pod reached its final mode"), ActionPlanDone, "", string(tandem.PlanDone))
 }
 
 // reconcile moves p's step to where its pod's mode says it is, for
@@ -107,16 +106,16 @@ func (c *Controller) reconcile(p *planPod, set PlanSettings) {
 	mode := c.Mode(p.Pod)
 	now := c.Now().UTC()
 	switch {
-	case p.Step == StepBackfill && mode == tandem.ModeShadow:
-		c.enterSoak(p, StepShadowSoak, set.ShadowSoak, now)
-	case (p.Step == StepShadowSoak || p.Step == StepAwaitingApproval) && mode == tandem.ModeMySQL && p.Moved:
-		c.enterSoak(p, StepMySQLSoak, set.MySQLSoak, now)
-	case p.Step.inTransition() && mode == tandem.ModeMySQLOnly && set.FinalMode == tandem.ModeMySQLOnly:
-		p.Step, p.Waiting = StepDone, ""
+	case p.Step == tandem.StepBackfill && mode == tandem.ModeShadow:
+		c.enterSoak(p, tandem.StepShadowSoak, set.ShadowSoak, now)
+	case (p.Step == tandem.StepShadowSoak || p.Step == tandem.StepAwaitingApproval) && mode == tandem.ModeMySQL && p.Moved:
+		c.enterSoak(p, tandem.StepMySQLSoak, set.MySQLSoak, now)
+	case inTransition(p.Step) && mode == tandem.ModeMySQLOnly && set.FinalMode == tandem.ModeMySQLOnly:
+		p.Step, p.Waiting = tandem.StepDone, ""
 	}
 }
 
-func (c *Controller) enterSoak(p *planPod, step PlanStep, soak time.Duration, now time.Time) {
+func (c *Controller) enterSoak(p *planPod, step tandem.PlanStep, soak time.Duration, now time.Time) {
 	p.Step, p.Since, p.SoakUntil, p.Passed, p.Approved, p.Waiting = step, now, now.Add(soak), false, false, ""
 }
 
@@ -125,13 +124,13 @@ func (c *Controller) startPod(ctx context.Context, d *planDoc, p *planPod) {
 	now := c.Now().UTC()
 	switch mode := c.Mode(p.Pod); {
 	case mode == d.Settings.FinalMode || mode == tandem.ModeMySQLOnly:
-		p.Step, p.Waiting = StepDone, "already in "+string(mode)
+		p.Step, p.Waiting = tandem.StepDone, "already in "+string(mode)
 	case mode == tandem.ModeMySQL:
-		c.enterSoak(p, StepMySQLSoak, d.Settings.MySQLSoak, now)
+		c.enterSoak(p, tandem.StepMySQLSoak, d.Settings.MySQLSoak, now)
 	case mode == tandem.ModeShadow:
-		c.enterSoak(p, StepShadowSoak, d.Settings.ShadowSoak, now)
+		c.enterSoak(p, tandem.StepShadowSoak, d.Settings.ShadowSoak, now)
 	default:
-		p.Step, p.Since = StepBackfill, now
+		p.Step, p.Since = tandem.StepBackfill, now
 		c.enterShadowByPlan(ctx, d, p)
 	}
 }
@@ -146,7 +145,7 @@ func (c *Controller) enterShadowByPlan(ctx context.Context, d *planDoc, p *planP
 		p.Waiting = "redis -> shadow failed, retrying: " + tandem.ErrorMessage(err)
 	case st.Mode == tandem.ModeShadow:
 		c.step(ctx, d, p, string(tandem.ModeRedis), string(tandem.ModeShadow))
-		c.enterSoak(p, StepShadowSoak, d.Settings.ShadowSoak, c.Now().UTC())
+		c.enterSoak(p, tandem.StepShadowSoak, d.Settings.ShadowSoak, c.Now().UTC())
 	default:
 		p.Waiting = "backfilling MySQL"
 	}
@@ -166,9 +165,9 @@ func (c *Controller) step(ctx context.Context, d *planDoc, p *planPod, from, to 
 func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) bool {
 	now := c.Now()
 	switch p.Step {
-	case StepBackfill:
+	case tandem.StepBackfill:
 		c.advanceBackfill(ctx, d, p)
-	case StepShadowSoak, StepAwaitingApproval:
+	case tandem.StepShadowSoak, tandem.StepAwaitingApproval:
 		g := c.PlanGates(p.Pod, tandem.ModeShadow, p.Since, d.Settings.ShadowSoak)
 		if bad := failing(g, true); p.Passed && len(bad) > 0 {
 			c.abortPlan(ctx, d, p, fmt.Sprintf("gates %v failed on %s during the shadow soak after they passed", bad, p.Pod))
@@ -181,11 +180,11 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 		}
 		p.Passed = true
 		if d.Settings.Approval && !p.Approved {
-			p.Step, p.Waiting = StepAwaitingApproval, "awaiting approval: tandemctl plan approve "+p.Pod
+			p.Step, p.Waiting = tandem.StepAwaitingApproval, "awaiting approval: tandemctl plan approve "+p.Pod
 			return false
 		}
 		c.promote(ctx, d, p, tandem.ModeShadow, tandem.ModeMySQL)
-	case StepMySQLSoak:
+	case tandem.StepMySQLSoak:
 		g := c.PlanGates(p.Pod, tandem.ModeMySQL, p.Since, d.Settings.MySQLSoak)
 		if bad := failing(g, true); len(bad) > 0 {
 			c.abortPlan(ctx, d, p, fmt.Sprintf("gates %v failed on %s during the mysql soak", bad, p.Pod))
@@ -196,7 +195,7 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 			return false
 		}
 		if d.Settings.FinalMode != tandem.ModeMySQLOnly {
-			p.Step, p.Waiting = StepDone, ""
+			p.Step, p.Waiting = tandem.StepDone, ""
 			return false
 		}
 		if d.Settings.Approval && !p.Approved {
@@ -245,10 +244,10 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 	}
 	c.step(ctx, d, p, string(from), string(to))
 	if to == tandem.ModeMySQLOnly {
-		p.Step, p.Waiting = StepDone, ""
+		p.Step, p.Waiting = tandem.StepDone, ""
 		return
 	}
-	c.enterSoak(p, StepMySQLSoak, d.Settings.MySQLSoak, c.Now().UTC())
+	c.enterSoak(p, tandem.StepMySQLSoak, d.Settings.MySQLSoak, c.Now().UTC())
 	p.Passed = true
 }
 
@@ -256,7 +255,7 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 // every planAuditEvery per pod. It runs in the background: an audit of a
 // big pod can outlast the lease, which the driver's turns must renew.
 func (c *Controller) auditForGates(p *planPod, g tandem.PlanGates) {
-	if c.Ops == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
+	if c.Fleet == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
 		return
 	}
 	for _, ch := range g.Checks {
@@ -305,19 +304,19 @@ func (c *Controller) planKilled(ctx context.Context, d *planDoc) bool {
 // abortPlan stops the plan because of p, engages p's kill switch where
 // MySQL is its source of truth, and says why.
 func (c *Controller) abortPlan(ctx context.Context, d *planDoc, p *planPod, why string) {
-	d.Phase = PlanAborted
+	d.Phase = tandem.PlanAborted
 	d.Waiting = "aborted: " + why
 	p.Waiting = why
 	for i := range d.Pods {
-		if d.Pods[i].Step.inTransition() {
-			d.Pods[i].Step = StepAborted
+		if inTransition(d.Pods[i].Step) {
+			d.Pods[i].Step = tandem.StepAborted
 		}
 	}
-	p.Step = StepAborted
+	p.Step = tandem.StepAborted
 	if c.Mode(p.Pod).SourceOfTruth() == tandem.StoreMySQL && c.Switch != nil && !c.engaged(p.Pod) {
 		if _, err := c.Switch.Engage(ctx, []string{p.Pod}, planChange("automatic abort: "+why)); err != nil {
 			c.report(fmt.Errorf("plan abort: engage the kill switch of %s: %w", p.Pod, err))
 		}
 	}
-	c.planAudit(ctx, planChange(why), ActionPlanAbort, p.Pod, string(PlanAborted))
+	c.planAudit(ctx, planChange(why), ActionPlanAbort, p.Pod, string(tandem.PlanAborted))
 }

@@ -4,7 +4,7 @@
 // second by polling the control version, checks transitions and the
 // promotion gates, trips a pod's kill switch by itself when its divergence
 // rate crosses the abort threshold, runs the smallest-first rollout plan,
-// and serves tandem.AdminService.
+// and serves tandem.AdminService and tandem.PlanService.
 package rollout
 
 import (
@@ -97,9 +97,9 @@ type Comparisons interface {
 	Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error)
 }
 
-// PodOps is the work on a pod's stores that some changes need; cmd
-// implements it with the pod's engines.
-type PodOps interface {
+// Fleet is the work on a pod's stores that some changes need; dualwrite's
+// Fleet implements it with the pods' routers.
+type Fleet interface {
 	// Backfill makes MySQL hold what Redis holds before the pod enters
 	// shadow; it blocks until the copy is done, ctx cancels it.
 	Backfill(ctx context.Context, pod string) error
@@ -120,44 +120,6 @@ type PodConfig struct {
 	// Mode is the initial mode, used on the first start only.
 	Mode tandem.Mode
 }
-
-// Gates are the rollout thresholds of the config file.
-type Gates struct {
-	// MinComparisons is the fewest comparisons in the window to promote.
-	MinComparisons int64
-	// MaxDivergenceRate is the highest divergence rate that promotes.
-	MaxDivergenceRate float64
-	// Window is the comparator's window, also the longest age of the
-	// clean audit that RequireAudit asks for.
-	Window time.Duration
-	// RequireAudit asks for a clean drift audit within the window.
-	RequireAudit bool
-	// AbortDivergenceRate trips a pod's kill switch (0 disables).
-	AbortDivergenceRate float64
-	AbortMinComparisons int64
-	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
-	// soaks accept (0 disables).
-	MaxP99Factor float64
-	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
-	// accept (0 disables).
-	MaxMySQLErrorRate float64
-}
-
-// DefaultGates are API.md's example values.
-var DefaultGates = Gates{
-	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
-	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
-}
-
-// Names of the gates and refusals in failed_gates.
-const (
-	GateMinComparisons    = "min_comparisons"
-	GateMaxDivergenceRate = "max_divergence_rate"
-	GateAuditClean        = "audit_clean"
-	RefusedTransition     = "transition"
-	RefusedResync         = "resync"
-	RefusedKillSwitch     = "kill_switch"
-)
 
 // Actions written to the audit log.
 const (
@@ -190,7 +152,7 @@ const ActorAuto = "auto"
 // ActorPlan is the actor of the rollout plan's own changes.
 const ActorPlan = "plan"
 
-// Defaults of the exported configuration fields.
+// Defaults of Config's fields.
 const (
 	DefaultPollInterval      = 250 * time.Millisecond
 	DefaultHeartbeatInterval = time.Second
@@ -204,21 +166,13 @@ const (
 	storeTimeout             = 5 * time.Second
 )
 
-// Controller is one instance's rollout controller. Set the exported fields
-// before Open; Mode and the read methods are safe for concurrent use.
-type Controller struct {
-	// PodConfigs lists every pod; others are unknown.
+// Config is a Controller's configuration; New fills its zero fields with
+// the defaults.
+type Config struct {
+	// PodConfigs lists every pod; others are unknown. New reads it once.
 	PodConfigs []PodConfig
 	// Gates are the promotion and abort thresholds; zero takes DefaultGates.
 	Gates Gates
-	// Store persists the control state.
-	Store StateStore
-	// Switch is the kill switch; its Modes should be this Controller.
-	Switch KillSwitch
-	// Comparator counts the pods' comparisons and audits.
-	Comparator Comparisons
-	// Ops runs backfill, audit and resync on a pod's stores.
-	Ops PodOps
 
 	// InstanceID and Addr identify this instance in Instances.
 	InstanceID string
@@ -259,6 +213,65 @@ type Controller struct {
 	// aborts), once each, with who, why, the pod, before and after; nil
 	// ignores them. cmd logs them.
 	OnChange func(tandem.AuditLogEntry)
+}
+
+// withDefaults returns cfg with its zero fields set to the defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Gates == (Gates{}) {
+		cfg.Gates = DefaultGates
+	}
+	if cfg.Gates.Window <= 0 {
+		cfg.Gates.Window = DefaultGates.Window
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.PollInterval, DefaultPollInterval}, {&cfg.HeartbeatInterval, DefaultHeartbeatInterval},
+		{&cfg.AbortInterval, DefaultAbortInterval}, {&cfg.PlanInterval, DefaultPlanInterval},
+		{&cfg.LeaseDuration, DefaultLeaseDuration}, {&cfg.StaleAfter, DefaultStaleAfter},
+		{&cfg.BackfillWait, DefaultBackfillWait}, {&cfg.ResumeInterval, DefaultResumeInterval},
+		{&cfg.ProgressInterval, DefaultProgressInterval},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.PlanDefaults == (PlanSettings{}) {
+		cfg.PlanDefaults = DefaultPlanSettings
+	}
+	if cfg.PlanDefaults.Parallel <= 0 {
+		cfg.PlanDefaults.Parallel = 1
+	}
+	if cfg.PlanDefaults.FinalMode == "" {
+		cfg.PlanDefaults.FinalMode = tandem.ModeMySQL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = fmt.Sprintf("instance-%d", time.Now().UnixNano())
+	}
+	return cfg
+}
+
+// Controller is one instance's rollout controller. Mode and the read
+// methods are safe for concurrent use.
+type Controller struct {
+	// Config is the configuration New was given, with the defaults; its
+	// fields may be changed before Open (PodConfigs excepted).
+	Config
+	// Store persists the control state.
+	Store StateStore
+	// Switch is the kill switch; its Modes should be this Controller. Set
+	// it before Open; nil runs without one.
+	Switch KillSwitch
+	// Comparator counts the pods' comparisons and audits. Set it before
+	// Open; nil runs without gates' measures.
+	Comparator Comparisons
+	// Fleet runs backfill, audit and resync on a pod's stores. Set it
+	// before Open; nil runs without background transitions.
+	Fleet Fleet
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -271,7 +284,6 @@ type Controller struct {
 	// auditing lists the pods whose audit the plan runs (under trMu).
 	auditing map[string]bool
 
-	initOnce  sync.Once
 	startedAt time.Time
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -280,6 +292,8 @@ type Controller struct {
 }
 
 var _ tandem.AdminService = (*Controller)(nil)
+
+var _ tandem.PlanService = (*Controller)(nil)
 
 type podState struct {
 	mode      tandem.Mode
@@ -291,81 +305,36 @@ type podTable struct {
 	pods    map[string]podState
 }
 
-func (c *Controller) init() {
-	c.initOnce.Do(func() {
-		if c.Gates == (Gates{}) {
-			c.Gates = DefaultGates
-		}
-		if c.Gates.Window <= 0 {
-			c.Gates.Window = DefaultGates.Window
-		}
-		if c.PollInterval <= 0 {
-			c.PollInterval = DefaultPollInterval
-		}
-		if c.HeartbeatInterval <= 0 {
-			c.HeartbeatInterval = DefaultHeartbeatInterval
-		}
-		if c.AbortInterval <= 0 {
-			c.AbortInterval = DefaultAbortInterval
-		}
-		if c.PlanInterval <= 0 {
-			c.PlanInterval = DefaultPlanInterval
-		}
-		if c.LeaseDuration <= 0 {
-			c.LeaseDuration = DefaultLeaseDuration
-		}
-		if c.PlanDefaults == (PlanSettings{}) {
-			c.PlanDefaults = DefaultPlanSettings
-		}
-		if c.PlanDefaults.Parallel <= 0 {
-			c.PlanDefaults.Parallel = 1
-		}
-		if c.PlanDefaults.FinalMode == "" {
-			c.PlanDefaults.FinalMode = tandem.ModeMySQL
-		}
-		if c.StaleAfter <= 0 {
-			c.StaleAfter = DefaultStaleAfter
-		}
-		if c.BackfillWait <= 0 {
-			c.BackfillWait = DefaultBackfillWait
-		}
-		if c.ResumeInterval <= 0 {
-			c.ResumeInterval = DefaultResumeInterval
-		}
-		if c.ProgressInterval <= 0 {
-			c.ProgressInterval = DefaultProgressInterval
-		}
-		c.transitions = map[string]*transitionRun{}
-		c.auditing = map[string]bool{}
-		if c.Now == nil {
-			c.Now = time.Now
-		}
-		if c.InstanceID == "" {
-			c.InstanceID = fmt.Sprintf("instance-%d", time.Now().UnixNano())
-		}
-		pods := make(map[string]podState, len(c.PodConfigs))
-		for _, p := range c.PodConfigs {
-			pods[p.Name] = podState{mode: p.Mode}
-		}
-		c.state.Store(&podTable{pods: pods})
-		c.ctx, c.cancel = context.WithCancel(context.Background())
-	})
+// New returns a Controller of cfg's pods over store. Its modes are
+// unknown ("") until Open loads the persisted ones: a pod's router must
+// not act on the configured initial mode when the control database holds
+// another. Set Switch, Comparator and Fleet before Open: the kill switch
+// and the pods' routers read this Controller's modes, so they are built
+// after it.
+func New(cfg Config, store StateStore) *Controller {
+	c := &Controller{Config: cfg.withDefaults(), Store: store,
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}}
+	c.state.Store(&podTable{pods: map[string]podState{}})
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 // Open stores the configured pods that the control database does not know
 // yet, loads the persisted modes (they win over the config), registers this
 // instance and starts the reload, heartbeat, abort and plan loops.
 func (c *Controller) Open(ctx context.Context) error {
-	c.init()
 	for _, p := range c.PodConfigs {
 		if !p.Mode.Valid() {
 			return fmt.Errorf("pod %s: invalid initial mode %q", p.Name, p.Mode)
 		}
 	}
 	pods := make([]tandem.Pod, len(c.PodConfigs))
+	initial := make(map[string]podState, len(c.PodConfigs))
 	for i, p := range c.PodConfigs {
 		pods[i] = tandem.Pod{Name: p.Name, Shops: p.Shops, Mode: p.Mode}
+		initial[p.Name] = podState{mode: p.Mode}
 	}
+	c.state.Store(&podTable{pods: initial})
 	now := c.Now().UTC()
 	if err := c.Store.InitPods(ctx, pods, now); err != nil {
 		return fmt.Errorf("init pods: %w", err)
@@ -378,54 +347,17 @@ func (c *Controller) Open(ctx context.Context) error {
 	if err := c.Store.RegisterInstance(ctx, in); err != nil {
 		return fmt.Errorf("register instance: %w", err)
 	}
-	c.loop(c.PollInterval, "reload pod modes", c.pollOnce)
-	c.loop(c.HeartbeatInterval, "heartbeat", func(ctx context.Context) error {
-		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.version.Load())
-	})
-	c.loop(c.AbortInterval, "automatic abort", func(ctx context.Context) error {
-		c.CheckAbort(ctx)
-		return nil
-	})
-	c.loop(c.PlanInterval, "rollout plan", c.StepPlan)
-	if c.Ops != nil {
-		if err := c.ResumeTransitions(ctx); err != nil {
-			c.report(fmt.Errorf("resume transitions: %w", err))
-		}
-		c.loop(c.ResumeInterval, "resume transitions", c.ResumeTransitions)
-	}
+	c.startLoops(ctx)
 	return nil
 }
 
 // Close stops the loops; safe to call twice.
 func (c *Controller) Close() error {
-	c.init()
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
 	})
 	return nil
-}
-
-func (c *Controller) loop(every time.Duration, what string, fn func(context.Context) error) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
-			err := fn(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.report(fmt.Errorf("%s: %w", what, err))
-			}
-		}
-	}()
 }
 
 func (c *Controller) report(err error) {
@@ -441,20 +373,8 @@ func (c *Controller) changed(e tandem.AuditLogEntry) {
 	}
 }
 
-func (c *Controller) pollOnce(ctx context.Context) error {
-	v, err := c.Store.Version(ctx)
-	if err != nil {
-		return err
-	}
-	if v == c.version.Load() {
-		return nil
-	}
-	return c.Reload(ctx)
-}
-
 // Reload reads the persisted pod modes and applies them.
 func (c *Controller) Reload(ctx context.Context) error {
-	c.init()
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
 	stored, version, err := c.Store.Pods(ctx)
@@ -479,15 +399,11 @@ func (c *Controller) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Mode returns pod's persisted mode ("" for an unknown pod). It reads
-// memory only and is safe on the hot path; the mode the pod runs in is
-// Mode(pod).Effective(killSwitch.Engaged(pod)).
+// Mode returns pod's persisted mode ("" for an unknown pod, and for every
+// pod before Open). It reads memory only and is safe on the hot path; the
+// mode the pod runs in is Mode(pod).Effective(killSwitch.Engaged(pod)).
 func (c *Controller) Mode(pod string) tandem.Mode {
-	t := c.state.Load()
-	if t == nil {
-		return ""
-	}
-	return t.pods[pod].mode
+	return c.state.Load().pods[pod].mode
 }
 
 // Version returns the control version this instance has applied.
@@ -504,74 +420,6 @@ func (c *Controller) config(pod string) (PodConfig, bool) {
 
 func (c *Controller) engaged(pod string) bool {
 	return c.Switch != nil && c.Switch.Engaged(pod)
-}
-
-// EvaluateGates returns the state of pod's shadow -> mysql gates.
-func (c *Controller) EvaluateGates(pod string) tandem.Gates {
-	c.init()
-	g := tandem.Gates{FailedGates: []string{}}
-	var clean, recent bool
-	if c.Comparator != nil {
-		g.Comparisons, g.DivergenceRate = c.Comparator.GateStats(pod)
-		var at time.Time
-		var ok bool
-		at, clean, ok = c.Comparator.LastAudit(pod)
-		clean = ok && clean
-		recent = ok && !at.Before(c.Now().Add(-c.Gates.Window))
-	}
-	g.LastAuditClean = clean
-	if g.Comparisons < c.Gates.MinComparisons {
-		g.FailedGates = append(g.FailedGates, GateMinComparisons)
-	}
-	if g.DivergenceRate > c.Gates.MaxDivergenceRate {
-		g.FailedGates = append(g.FailedGates, GateMaxDivergenceRate)
-	}
-	if c.Gates.RequireAudit && !(clean && recent) {
-		g.FailedGates = append(g.FailedGates, GateAuditClean)
-	}
-	g.Passing = len(g.FailedGates) == 0
-	g.Checks = c.gateChecks(pod, g)
-	return g
-}
-
-func (c *Controller) status(pod string) tandem.PodStatus {
-	cfg, _ := c.config(pod)
-	st := c.state.Load().pods[pod]
-	killed := c.engaged(pod)
-	eff := st.mode.Effective(killed)
-	return tandem.PodStatus{
-		Pod:           pod,
-		Mode:          st.mode,
-		SourceOfTruth: eff.SourceOfTruth(),
-		Shadow:        eff.Shadow(),
-		KillSwitch:    killed,
-		Shops:         cfg.Shops.String(),
-		UpdatedAt:     st.updatedAt,
-		Gates:         c.EvaluateGates(pod),
-		Transition:    c.transition(pod),
-	}
-}
-
-// Pods returns every pod's status, in config order.
-func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
-	c.init()
-	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
-	for _, p := range c.PodConfigs {
-		out = append(out, c.status(p.Name))
-	}
-	c.remoteTransitions(ctx, out)
-	return out, nil
-}
-
-// Pod returns pod's status. Returns EUNKNOWNPOD.
-func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return nil, unknownPod(pod)
-	}
-	st := []tandem.PodStatus{c.status(pod)}
-	c.remoteTransitions(ctx, st)
-	return &st[0], nil
 }
 
 func unknownPod(pod string) error {
@@ -596,109 +444,4 @@ func unavailable(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "the control database cannot be reached"})
 	}
 	return err
-}
-
-// refusals returns why pod may not go from its current mode to ch.Mode,
-// and whether only gates (which Force overrides) failed.
-func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode, ch tandem.ModeChange) (failed []string, gatesFailed []string, err error) {
-	to := ch.Mode
-	failed = []string{}
-	if !tandem.CanTransition(from, to) {
-		failed = append(failed, RefusedTransition)
-	}
-	if from == tandem.ModeMySQLOnly && to == tandem.ModeMySQL {
-		ok, err := c.Store.Resynced(ctx, pod)
-		if err != nil {
-			return nil, nil, unavailable(err, "read resynced flag")
-		}
-		if !ok {
-			failed = append(failed, RefusedResync)
-		}
-	}
-	if killBlocks(to, c.engaged(pod)) {
-		failed = append(failed, RefusedKillSwitch)
-	}
-	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
-		gatesFailed = c.EvaluateGates(pod).FailedGates
-		if !ch.Force {
-			failed = append(failed, gatesFailed...)
-		}
-	}
-	return failed, gatesFailed, nil
-}
-
-// killBlocks reports whether an engaged kill switch refuses a move to
-// mode to: any mode whose source of truth is MySQL (mysql, and mysql_only,
-// which would escape the kill switch since it cannot fall back). The kill
-// switch only ever moves a pod toward Redis; force does not override it.
-func killBlocks(to tandem.Mode, killed bool) bool {
-	return killed && to.SourceOfTruth() == tandem.StoreMySQL
-}
-
-// SetMode moves pod to ch.Mode. Returns EINVALID (unknown mode, bad
-// reason), EUNKNOWNPOD, ETRANSITIONREFUSED (details failed_gates: any of
-// "transition", "resync", "kill_switch" and the gate names), ECONFLICT (the
-// pod changed meanwhile on another instance), EUNAVAILABLE (control
-// database, or the backfill on entering shadow, failed; nothing changed).
-// With DryRun nothing changes and only the verdict is returned.
-func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChange) (*tandem.PodStatus, *tandem.DryRun, error) {
-	c.init()
-	if _, ok := c.config(pod); !ok {
-		return nil, nil, unknownPod(pod)
-	}
-	if !ch.Mode.Valid() {
-		return nil, nil, tandem.Errorf(tandem.EINVALID, "unknown mode %q: want redis, shadow, mysql or mysql_only", ch.Mode)
-	}
-	change, err := validateChange(ch.Change)
-	if err != nil {
-		return nil, nil, err
-	}
-	ch.Change = change
-	from := c.Mode(pod)
-	if ch.Mode == tandem.ModeRedis && from == tandem.ModeRedis && !ch.DryRun {
-		if err := c.cancelTransition(ctx, pod, ch.Change); err != nil {
-			return nil, nil, err
-		}
-	}
-	if ch.Mode == from {
-		// Nothing to change: answered as it stands, not as a refusal.
-		if ch.DryRun {
-			return nil, &tandem.DryRun{WouldApply: true, FailedGates: []string{}}, nil
-		}
-		st := c.status(pod)
-		return &st, nil, nil
-	}
-	failed, gatesFailed, err := c.refusals(ctx, pod, from, ch)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ch.DryRun {
-		return nil, c.dryRun(pod, from, ch.Mode, failed), nil
-	}
-	if len(failed) > 0 {
-		return nil, nil, c.refusedError(pod, from, ch.Mode, failed)
-	}
-	if from == tandem.ModeRedis && ch.Mode == tandem.ModeShadow && c.Ops != nil {
-		return c.enterShadow(ctx, pod, ch.Change)
-	}
-	e := tandem.AuditLogEntry{
-		At: c.Now().UTC(), Actor: ch.Actor, Action: ActionSetMode, Pod: pod, Reason: ch.Reason,
-		Before: string(from), After: string(ch.Mode),
-	}
-	if len(gatesFailed) > 0 {
-		e.Action = ActionForceMode
-		e.Reason = fmt.Sprintf("%s [forced past failing gates %v]", ch.Reason, gatesFailed)
-	}
-	if _, err := c.Store.SetMode(ctx, pod, from, ch.Mode, e); err != nil {
-		if tandem.ErrorCode(err) == tandem.ECONFLICT {
-			_ = c.Reload(ctx)
-		}
-		return nil, nil, unavailable(err, "set mode")
-	}
-	c.changed(e)
-	if err := c.Reload(ctx); err != nil {
-		c.report(err)
-	}
-	st := c.status(pod)
-	return &st, nil, nil
 }

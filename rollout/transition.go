@@ -43,8 +43,8 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 		return nil
 	}
 	t := &tandem.Transition{To: run.to, Phase: tandem.TransitionBackfill, StartedAt: run.startedAt}
-	if c.Ops != nil {
-		if p := c.Ops.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
+	if c.Fleet != nil {
+		if p := c.Fleet.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
 			t.Step, t.Copied, t.Total = p.Step, p.Copied, p.Total
 		}
 	}
@@ -55,7 +55,7 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 // transitions that run on other instances, with the progress they last
 // recorded. A control database that does not answer shows none.
 func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStatus) {
-	if c.Ops == nil {
+	if c.Fleet == nil {
 		return
 	}
 	// The statuses otherwise come from memory: a slow control database
@@ -79,7 +79,6 @@ func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStat
 // Transitioning reports whether a background transition runs for pod on
 // this instance.
 func (c *Controller) Transitioning(pod string) bool {
-	c.init()
 	c.trMu.Lock()
 	defer c.trMu.Unlock()
 	return c.transitions[pod] != nil
@@ -179,7 +178,7 @@ func (c *Controller) runTransition(ctx context.Context, run *transitionRun) {
 		Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
 	c.changed(e)
 	copied := make(chan error, 1)
-	go func() { copied <- c.Ops.Backfill(ctx, pod) }()
+	go func() { copied <- c.Fleet.Backfill(ctx, pod) }()
 	tick := time.NewTicker(c.ProgressInterval)
 	defer tick.Stop()
 	var err error
@@ -278,8 +277,7 @@ func (c *Controller) cancelTransition(ctx context.Context, pod string, ch tandem
 // transition whose instance is this one (restarted) or is no longer seen,
 // and forgets those whose pod has moved on.
 func (c *Controller) ResumeTransitions(ctx context.Context) error {
-	c.init()
-	if c.Ops == nil {
+	if c.Fleet == nil {
 		return nil
 	}
 	pts, err := c.Store.PendingTransitions(ctx)

@@ -56,7 +56,7 @@ type AdminServer struct {
 	Dashboard fs.FS
 	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
 	// answers those routes 404 not_found (after the token check).
-	Plan PlanService
+	Plan tandem.PlanService
 }
 
 // MetricsHandler serves GET /metrics alone, without a token, for the

@@ -9,36 +9,10 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// PlanService runs the pod-by-pod rollout plan (API.md's PLAN); the
-// rollout controller implements it. It is declared here, by its one
-// consumer.
-//
-// The changes return EINVALID (bad change or setting), EUNKNOWNPOD,
-// ECONFLICT (the plan's phase does not allow it: start while one runs,
-// pause when not running, resume when not paused) and EUNAVAILABLE. With
-// ECONFLICT they may also return the plan, whose phase the answer reports
-// as details.phase.
-type PlanService interface {
-	// PlanStatus returns the plan with every pod's step and gates.
-	PlanStatus(ctx context.Context) (*tandem.Plan, error)
-	// StartPlan starts a plan over every pod, smallest first.
-	StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error)
-	// PausePlan stops a running plan from advancing until ResumePlan.
-	PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
-	// ResumePlan lets a paused plan advance again.
-	ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
-	// AbortPlan stops a running or paused plan for good.
-	AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error)
-	// ApprovePlan lets pod's next promotion go.
-	ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error)
-	// SkipPlan takes pod out of the plan where it stands.
-	SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error)
-}
-
-// planHandler serves /admin/plan over an optional PlanService.
+// planHandler serves /admin/plan over an optional tandem.PlanService.
 type planHandler struct {
 	*adminHandler
-	plan PlanService
+	plan tandem.PlanService
 }
 
 // planStartBody is the body of POST /admin/plan/start.
@@ -111,31 +85,31 @@ func (h *planHandler) start(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *planHandler) pause(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "PausePlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
+	h.change(w, r, "PausePlan", func(s tandem.PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
 		return s.PausePlan
 	})
 }
 
 func (h *planHandler) resume(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "ResumePlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
+	h.change(w, r, "ResumePlan", func(s tandem.PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
 		return s.ResumePlan
 	})
 }
 
 func (h *planHandler) abort(w http.ResponseWriter, r *http.Request) {
-	h.change(w, r, "AbortPlan", func(s PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
+	h.change(w, r, "AbortPlan", func(s tandem.PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error) {
 		return s.AbortPlan
 	})
 }
 
 func (h *planHandler) approve(w http.ResponseWriter, r *http.Request) {
-	h.podChange(w, r, "ApprovePlan", func(s PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
+	h.podChange(w, r, "ApprovePlan", func(s tandem.PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
 		return s.ApprovePlan
 	})
 }
 
 func (h *planHandler) skip(w http.ResponseWriter, r *http.Request) {
-	h.podChange(w, r, "SkipPlan", func(s PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
+	h.podChange(w, r, "SkipPlan", func(s tandem.PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error) {
 		return s.SkipPlan
 	})
 }
@@ -143,7 +117,7 @@ func (h *planHandler) skip(w http.ResponseWriter, r *http.Request) {
 // change decodes a change body and applies it with the method that pick
 // selects (picked only once the service is known to exist).
 func (h *planHandler) change(w http.ResponseWriter, r *http.Request, method string,
-	pick func(PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error)) {
+	pick func(tandem.PlanService) func(context.Context, tandem.Change) (*tandem.Plan, error)) {
 	if !h.available(w, r) {
 		return
 	}
@@ -163,7 +137,7 @@ func (h *planHandler) change(w http.ResponseWriter, r *http.Request, method stri
 
 // podChange is change for the bodies that name a pod.
 func (h *planHandler) podChange(w http.ResponseWriter, r *http.Request, method string,
-	pick func(PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error)) {
+	pick func(tandem.PlanService) func(context.Context, tandem.Change, string) (*tandem.Plan, error)) {
 	if !h.available(w, r) {
 		return
 	}
@@ -192,7 +166,7 @@ func (h *planHandler) answer(w http.ResponseWriter, r *http.Request, method stri
 	case err != nil:
 		var te *tandem.Error
 		if st != nil && errors.As(err, &te) && te.Code == tandem.ECONFLICT {
-			err = te.WithDetail("phase", st.Phase)
+			err = te.WithDetail("phase", string(st.Phase))
 		}
 		writeError(w, r, h.logger, err)
 	case st == nil:

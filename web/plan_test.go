@@ -12,7 +12,7 @@ import (
 	"github.com/tandemhq/tandem/web"
 )
 
-// fakePlan is a PlanService that records its calls and answers Err (with
+// fakePlan is a tandem.PlanService that records its calls and answers Err (with
 // Status when ErrStatus is set) when Err is set, else a running plan.
 type fakePlan struct {
 	calls
@@ -22,9 +22,9 @@ type fakePlan struct {
 	NoAnswer bool
 }
 
-var _ web.PlanService = (*fakePlan)(nil)
+var _ tandem.PlanService = (*fakePlan)(nil)
 
-func (f *fakePlan) answer(name string, arg any, phase string) (*tandem.Plan, error) {
+func (f *fakePlan) answer(name string, arg any, phase tandem.PlanPhase) (*tandem.Plan, error) {
 	f.record(name, arg)
 	if f.NoAnswer {
 		return nil, nil

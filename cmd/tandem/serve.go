@@ -263,7 +263,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		podNames[i] = p.Name
 		podConfigs[i] = rollout.PodConfig{Name: p.Name, Shops: p.ShopSet(), Mode: tandem.Mode(p.Mode)}
 	}
-	m.ctl = &rollout.Controller{
+	m.ctl = rollout.New(rollout.Config{
 		PodConfigs: podConfigs,
 		Gates: rollout.Gates{
 			MinComparisons: cfg.Rollout.GateMinComparisons, MaxDivergenceRate: cfg.Rollout.GateMaxDivergenceRate,
@@ -275,10 +275,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
 			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
 		},
-		Store: m.control, Comparator: m.cmp, InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval,
-		LeaseDuration: m.PlanLease,
-		OnError:       onError("rollout"), OnChange: m.controlAction(),
-	}
+		InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval, LeaseDuration: m.PlanLease,
+		OnError: onError("rollout"), OnChange: m.controlAction(),
+	}, m.control)
+	m.ctl.Comparator = m.cmp
 	m.sw = &killswitch.Switch{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
@@ -294,7 +294,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.ctl.Switch = m.sw
 
 	// The pods: each with its own MySQL (unit rows and ledger) and Redis.
-	m.fleet = &dualwrite.Fleet{}
+	m.fleet = &dualwrite.Fleet{BeforeBackfill: m.BeforeBackfill}
 	for _, pc := range cfg.Pods {
 		p, err := m.openPod(ctx, pc)
 		if err != nil {
@@ -303,7 +303,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.pods = append(m.pods, p)
 		m.fleet.Routers = append(m.fleet.Routers, p.router)
 	}
-	m.ctl.Ops = podOps{fleet: m.fleet, before: m.BeforeBackfill}
+	m.ctl.Fleet = m.fleet
 
 	if err := m.cmp.Open(); err != nil {
 		return err
@@ -551,56 +551,6 @@ func (m *Main) controlAction() func(tandem.AuditLogEntry) {
 			m.hooks.Notify(e)
 		}
 	}
-}
-
-// podOps runs backfill, audit and resync on a pod's stores for rollout.
-type podOps struct {
-	fleet  *dualwrite.Fleet
-	before func(ctx context.Context, pod string) error
-}
-
-func (o podOps) Backfill(ctx context.Context, pod string) error {
-	r, err := o.fleet.Pod(pod)
-	if err != nil {
-		return err
-	}
-	if o.before != nil {
-		if err := o.before(ctx, pod); err != nil {
-			return err
-		}
-	}
-	_, err = r.Backfill(ctx)
-	return err
-}
-
-// BackfillProgress returns the pod's running or last backfill on this
-// instance.
-func (o podOps) BackfillProgress(pod string) *tandem.Transition {
-	r, err := o.fleet.Pod(pod)
-	if err != nil {
-		return nil
-	}
-	p := r.BackfillProgress()
-	if p == nil {
-		return nil
-	}
-	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt}
-}
-
-func (o podOps) Audit(ctx context.Context, pod string) (*tandem.Audit, error) {
-	r, err := o.fleet.Pod(pod)
-	if err != nil {
-		return nil, err
-	}
-	return r.Audit(ctx)
-}
-
-func (o podOps) Resync(ctx context.Context, pod string) (int, error) {
-	r, err := o.fleet.Pod(pod)
-	if err != nil {
-		return 0, err
-	}
-	return r.Resync(ctx)
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

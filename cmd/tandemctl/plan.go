@@ -100,7 +100,7 @@ func planCmd(fs *flag.FlagSet) runFunc {
 // printPlan shows the phase, the driver, why the plan waits, and every pod
 // in rollout order, smallest first, with its step, soak and gates.
 func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
-	fmt.Fprintf(w, "plan:        %s\n", orDash(st.Phase))
+	fmt.Fprintf(w, "plan:        %s\n", orDash(string(st.Phase)))
 	if st.Driver != "" {
 		fmt.Fprintf(w, "driver:      %s", st.Driver)
 		if st.LeaseUntil != nil {
@@ -116,7 +116,7 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 	if st.Waiting != "" {
 		fmt.Fprintf(w, "waiting:     %s\n", st.Waiting)
 	}
-	if eta, ok := planETA(st, now); ok && st.Phase == "running" {
+	if eta, ok := planETA(st, now); ok && st.Phase == tandem.PlanRunning {
 		fmt.Fprintf(w, "eta:         about %s (the soaks left, if every gate passes)\n", eta)
 	}
 	if len(st.Pods) == 0 {
@@ -132,11 +132,11 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 				left = d.Round(time.Second).String()
 			}
 		}
-		row(tw, strconv.Itoa(i+1), p.Pod, string(p.Mode), p.Step, left, planGates(p.Gates), orDash(p.Waiting))
+		row(tw, strconv.Itoa(i+1), p.Pod, string(p.Mode), string(p.Step), left, planGates(p.Gates), orDash(p.Waiting))
 	}
 	tw.Flush()
 	for _, p := range st.Pods {
-		if p.Step == "pending" || p.Step == "done" || p.Step == "skipped" {
+		if p.Step == tandem.StepPending || p.Step == tandem.StepDone || p.Step == tandem.StepSkipped {
 			continue
 		}
 		fmt.Fprintf(w, "%s gates:\n", p.Pod)
@@ -165,11 +165,11 @@ func planETA(st tandem.Plan, now time.Time) (time.Duration, bool) {
 			left = p.SoakUntil.Sub(now)
 		}
 		switch p.Step {
-		case "pending", "backfill":
+		case tandem.StepPending, tandem.StepBackfill:
 			total += shadow + mysql
-		case "shadow_soak", "awaiting_approval":
+		case tandem.StepShadowSoak, tandem.StepAwaitingApproval:
 			total += left + mysql
-		case "mysql_soak":
+		case tandem.StepMySQLSoak:
 			total += left
 		}
 	}

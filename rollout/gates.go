@@ -7,6 +7,72 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
+// A pod goes from shadow to mysql only when its promotion gates pass
+// (EvaluateGates); the rollout plan's soaks add MySQL's latency and error
+// rate and the minimum soak time (PlanGates).
+
+// Gates are the rollout thresholds of the config file.
+type Gates struct {
+	// MinComparisons is the fewest comparisons in the window to promote.
+	MinComparisons int64
+	// MaxDivergenceRate is the highest divergence rate that promotes.
+	MaxDivergenceRate float64
+	// Window is the comparator's window, also the longest age of the
+	// clean audit that RequireAudit asks for.
+	Window time.Duration
+	// RequireAudit asks for a clean drift audit within the window.
+	RequireAudit bool
+	// AbortDivergenceRate trips a pod's kill switch (0 disables).
+	AbortDivergenceRate float64
+	AbortMinComparisons int64
+	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
+	// soaks accept (0 disables).
+	MaxP99Factor float64
+	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
+	// accept (0 disables).
+	MaxMySQLErrorRate float64
+}
+
+// DefaultGates are API.md's example values.
+var DefaultGates = Gates{
+	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
+	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
+}
+
+// Names of the gates in failed_gates.
+const (
+	GateMinComparisons    = "min_comparisons"
+	GateMaxDivergenceRate = "max_divergence_rate"
+	GateAuditClean        = "audit_clean"
+)
+
+// EvaluateGates returns the state of pod's shadow -> mysql gates.
+func (c *Controller) EvaluateGates(pod string) tandem.Gates {
+	g := tandem.Gates{FailedGates: []string{}}
+	var clean, recent bool
+	if c.Comparator != nil {
+		g.Comparisons, g.DivergenceRate = c.Comparator.GateStats(pod)
+		var at time.Time
+		var ok bool
+		at, clean, ok = c.Comparator.LastAudit(pod)
+		clean = ok && clean
+		recent = ok && !at.Before(c.Now().Add(-c.Gates.Window))
+	}
+	g.LastAuditClean = clean
+	if g.Comparisons < c.Gates.MinComparisons {
+		g.FailedGates = append(g.FailedGates, GateMinComparisons)
+	}
+	if g.DivergenceRate > c.Gates.MaxDivergenceRate {
+		g.FailedGates = append(g.FailedGates, GateMaxDivergenceRate)
+	}
+	if c.Gates.RequireAudit && !(clean && recent) {
+		g.FailedGates = append(g.FailedGates, GateAuditClean)
+	}
+	g.Passing = len(g.FailedGates) == 0
+	g.Checks = c.gateChecks(pod, g)
+	return g
+}
+
 // Gates of the plan besides the promotion gates of EvaluateGates.
 const (
 	// GateMySQLP99 is MySQL's p99 latency over Redis's in the window, at
@@ -29,7 +95,6 @@ var abortGates = map[string]bool{tandem.GateDivergenceRate: true, GateMySQLP99: 
 // MySQL's error rate and the minimum soak time, each with its value and
 // threshold.
 func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, soak time.Duration) tandem.PlanGates {
-	c.init()
 	g := c.EvaluateGates(pod)
 	checks := append([]tandem.GateCheck{}, g.Checks...)
 	if c.Comparator != nil {
