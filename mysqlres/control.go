@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/mysqlx"
 )
 
 //go:embed controlmigrations/*.sql
@@ -94,13 +95,10 @@ func (s *ControlStore) config() (*mysql.Config, error) {
 	if s.InstanceRetention <= 0 {
 		s.InstanceRetention = DefaultInstanceRetention
 	}
-	cfg, err := mysql.ParseDSN(s.dsn)
+	cfg, err := mysqlx.ParseDSN(s.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlres: parse control DSN: %w", err)
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.InterpolateParams = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = controlDialTimeout
 	}
@@ -119,13 +117,10 @@ func (s *ControlStore) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := mysqlx.OpenPool(cfg, controlMaxOpenConns)
 	if err != nil {
 		return fmt.Errorf("mysqlres: open control database: %w", err)
 	}
-	db.SetMaxOpenConns(controlMaxOpenConns)
-	db.SetMaxIdleConns(controlMaxOpenConns)
-	db.SetConnMaxLifetime(30 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return translate("control", fmt.Errorf("mysqlres: ping control database: %w", err))
@@ -160,36 +155,24 @@ func (s *ControlStore) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return migrateDatabase(ctx, *cfg, controlMigrationFS, "controlmigrations", ControlMigrationsTable)
+	return translate("migrate", mysqlx.Migrate(ctx, *cfg, controlMigrationFS, "controlmigrations", ControlMigrationsTable))
 }
 
 // controlTx runs fn in a transaction, again on deadlock or lock-wait
-// timeout, up to maxAttempts.
+// timeout, up to mysqlx.MaxAttempts.
 func (s *ControlStore) controlTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return tandem.Errorf(tandem.EUNAVAILABLE, "control database is not open")
 	}
 	var err error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		err = s.controlTxOnce(ctx, fn)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
+	for attempt := 0; attempt < mysqlx.MaxAttempts; attempt++ {
+		err = mysqlx.Tx(ctx, s.db, fn)
+		if err == nil || !mysqlx.Retryable(err) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
 	}
 	return translate("control", err)
-}
-
-func (s *ControlStore) controlTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 func (s *ControlStore) ready() error {
