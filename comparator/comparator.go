@@ -20,7 +20,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// DivergenceLog persists divergences; mysqlres's ControlStore implements it.
+// DivergenceLog persists divergences; controldb's Store implements it.
 type DivergenceLog interface {
 	// AppendDivergences persists a batch of divergences.
 	AppendDivergences(ctx context.Context, ds []tandem.Divergence) error

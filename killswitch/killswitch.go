@@ -2,7 +2,7 @@
 // fleet-wide and within a second, also while the control database is down:
 // the state lives in two Records, the control Redis (a Channel, which also
 // fans changes out; redisres implements it with a hash and pub/sub) and
-// the control MySQL (Durable; mysqlres), every instance subscribes and
+// the control MySQL (Durable; controldb), every instance subscribes and
 // polls both, and the hot path reads an immutable snapshot through an
 // atomic pointer. A pod is engaged when either record says so; a record
 // found without an engagement the other holds (a Redis restart, FLUSHDB, an

@@ -7,17 +7,6 @@ import (
 	"github.com/tandemhq/tandem/internal/mysqlx"
 )
 
-// CheckSchema reports whether the control database holds the schema this
-// binary needs: every migration applied and every table present. Returns
-// EUNAVAILABLE naming what is missing, or when the database cannot be
-// reached.
-func (s *ControlStore) CheckSchema(ctx context.Context) error {
-	if err := s.ready(); err != nil {
-		return err
-	}
-	return translate("ready", mysqlx.CheckSchema(ctx, s.db, controlMigrationFS, "controlmigrations", ControlMigrationsTable))
-}
-
 // CheckSchema reports whether the pod's database holds the schema this
 // binary needs: every migration applied and every table present. Returns
 // EUNAVAILABLE naming what is missing, or when the database cannot be

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/killswitch"
 	"github.com/tandemhq/tandem/mysqlres"
@@ -80,7 +81,7 @@ type Main struct {
 	listenFlag, adminListenFlag string
 
 	registry *prometheus.Registry
-	control  *mysqlres.ControlStore
+	control  *controldb.Store
 	ctlRedis redis.UniversalClient
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
@@ -238,7 +239,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
-	m.control = mysqlres.NewControlStore(cfg.Control.MySQLDSN)
+	m.control = controldb.NewStore(cfg.Control.MySQLDSN)
 	if err := m.control.Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
@@ -636,7 +637,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // migrateAll creates or upgrades the control database and every pod's
 // MySQL; it is idempotent.
 func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
-	if err := mysqlres.NewControlStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
+	if err := controldb.NewStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
 	fmt.Fprintln(stdout, "migrated control database")
