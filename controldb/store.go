@@ -164,21 +164,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return translate(mysqlx.Migrate(ctx, *cfg, migrationFS, "migrations", MigrationsTable))
 }
 
-// withTx runs fn in a transaction, again on deadlock or lock-wait
-// timeout, up to mysqlx.MaxAttempts.
+// withTx runs fn in a transaction and commits it, the way mysqlres runs
+// its transactions: a deadlock or lock-wait timeout reruns fn from the
+// start after a jittered backoff, up to mysqlx.MaxAttempts, and stops
+// waiting when ctx ends (mysqlx.Retry). fn must not keep state across
+// attempts except what it returns.
 func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.db == nil {
-		return tandem.Errorf(tandem.EUNAVAILABLE, "control database is not open")
+	if err := s.ready(); err != nil {
+		return err
 	}
-	var err error
-	for attempt := 0; attempt < mysqlx.MaxAttempts; attempt++ {
-		err = mysqlx.Tx(ctx, s.db, fn)
-		if err == nil || !mysqlx.Retryable(err) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
-	}
-	return translate(err)
+	return translate(mysqlx.Retry(ctx, func() error { return mysqlx.Tx(ctx, s.db, fn) }, nil))
 }
 
 // translate turns an error at the store's boundary into a *tandem.Error
