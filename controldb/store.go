@@ -70,6 +70,19 @@ const (
 	ctlDivergencesTail    = " ORDER BY id DESC LIMIT ?"
 )
 
+// Config configures a Store; NewStore takes the defaults for its zero
+// fields.
+type Config struct {
+	// DSN is the control database (go-sql-driver format); required.
+	DSN string
+	// MaxDivergences bounds the divergence sample: older rows are deleted
+	// as new ones arrive; default DefaultMaxDivergences.
+	MaxDivergences int64
+	// InstanceRetention is how long an instance no longer seen is listed;
+	// default DefaultInstanceRetention.
+	InstanceRetention time.Duration
+}
+
 // Store is the control database: pod modes, the control version,
 // the append-only audit log, the divergence sample and the running
 // instances. It implements rollout.StateStore, comparator.DivergenceLog and
@@ -77,31 +90,27 @@ const (
 // control version in one transaction, so instances that poll the version
 // reload exactly when something changed.
 type Store struct {
-	// MaxDivergences bounds the divergence sample: older rows are deleted
-	// as new ones arrive.
-	MaxDivergences int64
-	// InstanceRetention is how long an instance no longer seen is listed.
-	InstanceRetention time.Duration
-
-	dsn       string
+	cfg       Config
 	db        *sql.DB
 	closeOnce sync.Once
 }
 
-// NewStore returns a store of the control database at dsn; call
-// Migrate (at install or upgrade) and Open.
-func NewStore(dsn string) *Store {
-	return &Store{dsn: dsn}
+// NewStore returns a store of the control database cfg.DSN, not yet open:
+// call Migrate (at install or upgrade) and Open.
+func NewStore(cfg Config) *Store {
+	if cfg.MaxDivergences <= 0 {
+		cfg.MaxDivergences = DefaultMaxDivergences
+	}
+	if cfg.InstanceRetention <= 0 {
+		cfg.InstanceRetention = DefaultInstanceRetention
+	}
+	return &Store{cfg: cfg}
 }
 
-func (s *Store) config() (*mysql.Config, error) {
-	if s.MaxDivergences <= 0 {
-		s.MaxDivergences = DefaultMaxDivergences
-	}
-	if s.InstanceRetention <= 0 {
-		s.InstanceRetention = DefaultInstanceRetention
-	}
-	cfg, err := mysqlx.ParseDSN(s.dsn)
+// mysqlConfig parses the DSN and bounds the dial and I/O times the DSN
+// leaves open, so that a control database that hangs fails fast.
+func (s *Store) mysqlConfig() (*mysql.Config, error) {
+	cfg, err := mysqlx.ParseDSN(s.cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("controldb: parse DSN: %w", err)
 	}
@@ -119,7 +128,7 @@ func (s *Store) config() (*mysql.Config, error) {
 
 // Open connects to the control database and checks that it answers.
 func (s *Store) Open(ctx context.Context) error {
-	cfg, err := s.config()
+	cfg, err := s.mysqlConfig()
 	if err != nil {
 		return err
 	}
@@ -157,7 +166,7 @@ func (s *Store) Close() error {
 // Migrate creates the control database when it is missing and the user
 // may, and brings its tables up to date. Idempotent; works without Open.
 func (s *Store) Migrate(ctx context.Context) error {
-	cfg, err := s.config()
+	cfg, err := s.mysqlConfig()
 	if err != nil {
 		return err
 	}
@@ -383,12 +392,12 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry
 }
 
 // RegisterInstance records a starting instance (or restarts its record)
-// and forgets instances not seen for InstanceRetention.
+// and forgets instances not seen for Config.InstanceRetention.
 func (s *Store) RegisterInstance(ctx context.Context, in tandem.Instance) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, ctlPruneInstancesSQL, in.StartedAt.UTC().Add(-s.InstanceRetention)); err != nil {
+	if _, err := s.db.ExecContext(ctx, ctlPruneInstancesSQL, in.StartedAt.UTC().Add(-s.cfg.InstanceRetention)); err != nil {
 		return translate(fmt.Errorf("prune instances: %w", err))
 	}
 	if _, err := s.db.ExecContext(ctx, ctlRegisterSQL, clip(in.ID, 128), clip(in.Addr, 255),
@@ -435,7 +444,7 @@ func (s *Store) Instances(ctx context.Context) ([]tandem.Instance, error) {
 }
 
 // AppendDivergences persists a batch of divergences in one statement and
-// deletes the oldest beyond MaxDivergences.
+// deletes the oldest beyond Config.MaxDivergences.
 func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) error {
 	if len(ds) == 0 {
 		return nil
@@ -469,7 +478,7 @@ func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) e
 	if err := s.db.QueryRowContext(ctx, ctlMaxDivergenceIDSQL).Scan(&maxID); err != nil {
 		return translate(fmt.Errorf("bound divergences: %w", err))
 	}
-	if cut := maxID - s.MaxDivergences; cut > 0 {
+	if cut := maxID - s.cfg.MaxDivergences; cut > 0 {
 		if _, err := s.db.ExecContext(ctx, ctlPruneDivergencesSQL, cut); err != nil {
 			return translate(fmt.Errorf("bound divergences: %w", err))
 		}

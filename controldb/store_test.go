@@ -23,11 +23,15 @@ var (
 )
 
 // MustOpenStore migrates the control database at dsn and opens a store
-// on it, closed when tb ends.
-func MustOpenStore(tb testing.TB, dsn string) *controldb.Store {
+// on it, configured by configure, closed when tb ends.
+func MustOpenStore(tb testing.TB, dsn string, configure ...func(*controldb.Config)) *controldb.Store {
 	tb.Helper()
 	ctx := context.Background()
-	s := controldb.NewStore(dsn)
+	cfg := controldb.Config{DSN: dsn}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	s := controldb.NewStore(cfg)
 	if err := s.Migrate(ctx); err != nil {
 		tb.Fatalf("migrate control database: %v", err)
 	}
@@ -291,8 +295,7 @@ func TestStore_Divergences(t *testing.T) {
 	})
 
 	t.Run("BoundedSample", func(t *testing.T) {
-		s := MustOpenStore(t, testenv.MustCreateDatabase(t))
-		s.MaxDivergences = 4
+		s := MustOpenStore(t, testenv.MustCreateDatabase(t), func(c *controldb.Config) { c.MaxDivergences = 4 })
 		for i := range 10 {
 			d := tandem.Divergence{At: time.Now(), Pod: "pod-a", Op: tandem.OpClaim, Kind: tandem.KindShadowError, CartToken: fmt.Sprintf("c-%d", i)}
 			if err := s.AppendDivergences(ctx, []tandem.Divergence{d}); err != nil {

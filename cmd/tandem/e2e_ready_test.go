@@ -73,7 +73,7 @@ func TestE2EReadiness(t *testing.T) {
 		if _, err := control.ExecContext(ctx, "DELETE FROM "+controldb.MigrationsTable+" WHERE name = '007_killswitch.sql'"); err != nil {
 			t.Fatal(err)
 		}
-		if err := controldb.NewStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
+		if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
 		anon.must(http.MethodGet, "/readyz", nil, http.StatusOK)

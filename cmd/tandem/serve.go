@@ -239,7 +239,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
-	m.control = controldb.NewStore(cfg.Control.MySQLDSN)
+	m.control = controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN})
 	if err := m.control.Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
@@ -637,7 +637,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // migrateAll creates or upgrades the control database and every pod's
 // MySQL; it is idempotent.
 func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
-	if err := controldb.NewStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
+	if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
 	fmt.Fprintln(stdout, "migrated control database")

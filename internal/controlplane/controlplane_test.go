@@ -22,7 +22,7 @@ var change = tandem.Change{Actor: "alice", Reason: "integration test"}
 // on it, closed when t ends.
 func mustOpenControl(t *testing.T, dsn string) *controldb.Store {
 	t.Helper()
-	s := controldb.NewStore(dsn)
+	s := controldb.NewStore(controldb.Config{DSN: dsn})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate control database: %v", err)
 	}

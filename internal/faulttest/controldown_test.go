@@ -31,7 +31,7 @@ func TestKillSwitch_ControlMySQLDown(t *testing.T) {
 	}
 	defer proxy.Close()
 	cfg.Addr = proxy.Addr()
-	store := controldb.NewStore(cfg.FormatDSN())
+	store := controldb.NewStore(controldb.Config{DSN: cfg.FormatDSN()})
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
