@@ -280,7 +280,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		LeaseDuration: m.PlanLease,
 		OnError:       onError("rollout"), OnChange: m.controlAction(),
 	}
-	m.sw = &killswitch.Switch{
+	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
 		OnChange: m.controlAction(),
@@ -291,7 +291,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 					zap.String("actor", e.Actor), zap.String("reason", e.Reason))
 			}
 		},
-	}
+	})
 	m.ctl.Switch = m.sw
 
 	// The pods: each with its own MySQL (unit rows and ledger) and Redis.

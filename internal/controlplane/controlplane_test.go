@@ -63,8 +63,8 @@ func mustOpenInstance(t *testing.T, dsn, redisPrefix, id string) *instance {
 		Store:      store, Comparator: in.cmp, InstanceID: id,
 		PollInterval: 20 * time.Millisecond, AbortInterval: time.Hour, PlanInterval: time.Hour,
 	}
-	in.sw = &killswitch.Switch{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, redisPrefix),
-		Modes: in.ctl, AuditLog: store, PollInterval: 20 * time.Millisecond}
+	in.sw = killswitch.New(killswitch.Config{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, redisPrefix),
+		Modes: in.ctl, AuditLog: store, PollInterval: 20 * time.Millisecond})
 	in.ctl.Switch = in.sw
 	in.cmp.Open()
 	if err := in.sw.Open(ctx); err != nil {

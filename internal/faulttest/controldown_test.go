@@ -42,8 +42,8 @@ func TestKillSwitch_ControlMySQLDown(t *testing.T) {
 
 	rdb, prefix := testenv.MustRedis(t)
 	open := func() *killswitch.Switch {
-		sw := &killswitch.Switch{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, prefix),
-			AuditLog: store, PollInterval: 50 * time.Millisecond}
+		sw := killswitch.New(killswitch.Config{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, prefix),
+			AuditLog: store, PollInterval: 50 * time.Millisecond})
 		if err := sw.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
