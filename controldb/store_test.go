@@ -51,7 +51,7 @@ func MustOpenController(tb testing.TB, store *controldb.Store, id string) *rollo
 			{Name: "pod-a", Mode: tandem.ModeRedis},
 			{Name: "pod-b", Mode: tandem.ModeShadow},
 		},
-		Store: store, Comparator: &comparator.Comparator{}, InstanceID: id, Addr: "127.0.0.1:8080",
+		Store: store, Comparator: comparator.New(comparator.Config{}), InstanceID: id, Addr: "127.0.0.1:8080",
 		PollInterval: 20 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
 	}
 	if err := c.Open(context.Background()); err != nil {
@@ -310,7 +310,7 @@ func TestStore_Divergences(t *testing.T) {
 
 	t.Run("ThroughTheComparator", func(t *testing.T) {
 		s := MustOpenStore(t, testenv.MustCreateDatabase(t))
-		c := &comparator.Comparator{Log: s}
+		c := comparator.New(comparator.Config{Log: s})
 		c.Open()
 		for i := range 300 {
 			kind := ""

@@ -252,7 +252,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	onError := func(what string) func(error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
 	}
-	m.cmp = &comparator.Comparator{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")}
+	m.cmp = comparator.New(comparator.Config{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")})
 	if len(cfg.Rollout.Plan.Webhooks) > 0 {
 		m.hooks = &webhook.Notifier{URLs: cfg.Rollout.Plan.Webhooks, OnError: onError("webhook")}
 		m.hooks.Open()

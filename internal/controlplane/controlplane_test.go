@@ -56,7 +56,7 @@ func mustOpenInstance(t *testing.T, dsn, redisPrefix, id string) *instance {
 	ctx := context.Background()
 	rdb, _ := testenv.MustRedis(t) // own client; the shared prefix comes from the caller
 	store := mustOpenControl(t, dsn)
-	in := &instance{cmp: &comparator.Comparator{Log: store}}
+	in := &instance{cmp: comparator.New(comparator.Config{Log: store})}
 	in.ctl = &rollout.Controller{
 		PodConfigs: []rollout.PodConfig{{Name: "pod-a", Mode: tandem.ModeRedis}, {Name: "pod-b", Mode: tandem.ModeShadow}},
 		Gates:      rollout.Gates{MinComparisons: 10, MaxDivergenceRate: 0.01, Window: time.Minute, AbortDivergenceRate: 0.05, AbortMinComparisons: 20},
