@@ -20,7 +20,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// DivergenceLog persists divergences; mysqlres's ControlStore implements it.
+// DivergenceLog persists divergences; controldb's Store implements it.
 type DivergenceLog interface {
 	// AppendDivergences persists a batch of divergences.
 	AppendDivergences(ctx context.Context, ds []tandem.Divergence) error
@@ -48,28 +48,36 @@ var kindIndex = func() map[string]int {
 
 var numKinds = len(tandem.DivergenceKinds)
 
-// Comparator counts comparisons and persists divergences. Set the exported
-// fields before Open; the zero values take the defaults. Record, RecordAudit
-// and the read methods are safe for concurrent use.
-type Comparator struct {
-	// Window is the sliding window of the counts (rollout.gate_window).
+// Config configures a Comparator; New takes the defaults for its zero
+// fields.
+type Config struct {
+	// Window is the sliding window of the counts (rollout.gate_window);
+	// default DefaultWindow.
 	Window time.Duration
-	// Bucket is the width of one time bucket of the window.
+	// Bucket is the width of one time bucket of the window; default
+	// DefaultBucket, at most Window.
 	Bucket time.Duration
-	// QueueSize bounds the divergences waiting to be persisted.
+	// QueueSize bounds the divergences waiting to be persisted; default
+	// DefaultQueueSize.
 	QueueSize int
-	// BatchSize bounds the divergences persisted in one call.
+	// BatchSize bounds the divergences persisted in one call; default
+	// DefaultBatchSize.
 	BatchSize int
-	// WriteTimeout bounds one call to the log.
+	// WriteTimeout bounds one call to the log; default DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// Log persists divergences; nil keeps none (they are still counted).
 	Log DivergenceLog
-	// Now returns the current time.
+	// Now returns the current time; default time.Now.
 	Now func() time.Time
 	// OnError is told about failures to persist; nil ignores them.
 	OnError func(error)
+}
 
-	initOnce sync.Once
+// Comparator counts comparisons and persists divergences. Make one with
+// New; it counts at once, and Open starts persisting. Record, RecordAudit
+// and the read methods are safe for concurrent use.
+type Comparator struct {
+	cfg      Config
 	nBuckets int
 	queue    chan tandem.Divergence
 
@@ -87,44 +95,42 @@ type Comparator struct {
 	closeOnce sync.Once
 }
 
-// New returns a Comparator that persists divergences to log (nil: none).
-func New(log DivergenceLog) *Comparator {
-	return &Comparator{Log: log}
-}
-
-func (c *Comparator) init() {
-	c.initOnce.Do(func() {
-		if c.Window <= 0 {
-			c.Window = DefaultWindow
-		}
-		if c.Bucket <= 0 {
-			c.Bucket = DefaultBucket
-		}
-		if c.Bucket > c.Window {
-			c.Bucket = c.Window
-		}
-		if c.QueueSize <= 0 {
-			c.QueueSize = DefaultQueueSize
-		}
-		if c.BatchSize <= 0 {
-			c.BatchSize = DefaultBatchSize
-		}
-		if c.WriteTimeout <= 0 {
-			c.WriteTimeout = DefaultWriteTimeout
-		}
-		if c.Now == nil {
-			c.Now = time.Now
-		}
-		c.nBuckets = int((c.Window + c.Bucket - 1) / c.Bucket)
-		c.queue = make(chan tandem.Divergence, c.QueueSize)
-		c.pods = make(map[string]*podCounts)
-		c.ctx, c.cancel = context.WithCancel(context.Background())
-	})
+// New returns a Comparator configured by cfg, counting nothing yet, ready
+// to Record and to Open.
+func New(cfg Config) *Comparator {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Bucket <= 0 {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.Bucket > cfg.Window {
+		cfg.Bucket = cfg.Window
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Comparator{
+		cfg:      cfg,
+		nBuckets: int((cfg.Window + cfg.Bucket - 1) / cfg.Bucket),
+		queue:    make(chan tandem.Divergence, cfg.QueueSize),
+		pods:     make(map[string]*podCounts),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 // Open starts the writer that persists queued divergences.
 func (c *Comparator) Open() error {
-	c.init()
 	c.openOnce.Do(func() {
 		c.wg.Add(1)
 		go c.writer()
@@ -135,7 +141,6 @@ func (c *Comparator) Open() error {
 // Close stops the writer after one last bounded attempt to persist what is
 // queued. It is safe to call twice.
 func (c *Comparator) Close() error {
-	c.init()
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
@@ -147,8 +152,7 @@ func (c *Comparator) Close() error {
 // persistence when it is a divergence. It never blocks: when the queue is
 // full the divergence is counted but not persisted (see Stats.Dropped).
 func (c *Comparator) Record(cmp tandem.Comparison) {
-	c.init()
-	now := c.Now()
+	now := c.cfg.Now()
 	idx := c.bucketIndex(now)
 	p := c.pod(cmp.Pod)
 	k, diverged := kindIndex[cmp.Kind]
@@ -195,8 +199,7 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 // the pod's window, each queued for persistence, and remembers the audit as
 // the pod's last one.
 func (c *Comparator) RecordAudit(a tandem.Audit) {
-	c.init()
-	now := c.Now()
+	now := c.cfg.Now()
 	if a.Found != nil {
 		// The audit converged what it found: the drift it found is what
 		// counts, what is left decides whether it was clean.
@@ -252,7 +255,6 @@ func driftMessage(d tandem.Drift) string {
 // LastAudit returns the time and verdict of the pod's last recorded audit;
 // ok is false when none was recorded.
 func (c *Comparator) LastAudit(pod string) (at time.Time, clean bool, ok bool) {
-	c.init()
 	p := c.lookup(pod)
 	if p == nil {
 		return time.Time{}, false, false
@@ -289,7 +291,7 @@ func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
 	r := tandem.Report{
 		Pod:            pod,
 		Mode:           mode,
-		Window:         FormatWindow(c.Window),
+		Window:         FormatWindow(c.cfg.Window),
 		Comparisons:    w.comparisons,
 		Matches:        w.comparisons - w.divergences(),
 		Divergences:    make(map[string]int64, numKinds),
@@ -309,10 +311,10 @@ func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
 // Divergences returns persisted divergences, newest first; without a log
 // it returns none.
 func (c *Comparator) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
-	if c.Log == nil {
+	if c.cfg.Log == nil {
 		return []tandem.Divergence{}, nil
 	}
-	return c.Log.Divergences(ctx, f)
+	return c.cfg.Log.Divergences(ctx, f)
 }
 
 // PodStats is a pod's cumulative counts since the comparator started, for
@@ -339,7 +341,6 @@ type Stats struct {
 
 // Stats returns a snapshot of the cumulative counts.
 func (c *Comparator) Stats() Stats {
-	c.init()
 	s := Stats{
 		Pods:          make(map[string]PodStats),
 		Queued:        len(c.queue),
@@ -383,7 +384,7 @@ func (c *Comparator) enqueue(d tandem.Divergence) {
 
 func (c *Comparator) writer() {
 	defer c.wg.Done()
-	batch := make([]tandem.Divergence, 0, c.BatchSize)
+	batch := make([]tandem.Divergence, 0, c.cfg.BatchSize)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -399,7 +400,7 @@ func (c *Comparator) writer() {
 
 // fill adds what is already queued to batch, up to BatchSize, without waiting.
 func (c *Comparator) fill(batch []tandem.Divergence) []tandem.Divergence {
-	for len(batch) < c.BatchSize {
+	for len(batch) < c.cfg.BatchSize {
 		select {
 		case d := <-c.queue:
 			batch = append(batch, d)
@@ -412,7 +413,7 @@ func (c *Comparator) fill(batch []tandem.Divergence) []tandem.Divergence {
 
 // drain makes one bounded attempt to persist what is queued at Close.
 func (c *Comparator) drain(batch []tandem.Divergence) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.WriteTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
 	defer cancel()
 	for ctx.Err() == nil {
 		batch = c.fill(batch[:0])
@@ -424,15 +425,15 @@ func (c *Comparator) drain(batch []tandem.Divergence) {
 }
 
 func (c *Comparator) write(ctx context.Context, batch []tandem.Divergence) {
-	if c.Log == nil {
+	if c.cfg.Log == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.WriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
-	if err := c.Log.AppendDivergences(ctx, batch); err != nil {
+	if err := c.cfg.Log.AppendDivergences(ctx, batch); err != nil {
 		c.persistErrors.Add(int64(len(batch)))
-		if c.OnError != nil {
-			c.OnError(fmt.Errorf("persist %d divergences: %w", len(batch), err))
+		if c.cfg.OnError != nil {
+			c.cfg.OnError(fmt.Errorf("persist %d divergences: %w", len(batch), err))
 		}
 		return
 	}
@@ -440,7 +441,7 @@ func (c *Comparator) write(ctx context.Context, batch []tandem.Divergence) {
 }
 
 func (c *Comparator) bucketIndex(t time.Time) int64 {
-	return t.UnixNano() / int64(c.Bucket)
+	return t.UnixNano() / int64(c.cfg.Bucket)
 }
 
 func (c *Comparator) lookup(pod string) *podCounts {
@@ -465,13 +466,12 @@ func (c *Comparator) pod(pod string) *podCounts {
 
 // window sums the pod's buckets that lie in the window ending now.
 func (c *Comparator) window(pod string) windowSum {
-	c.init()
 	w := windowSum{latencies: map[string]*histogram{}}
 	p := c.lookup(pod)
 	if p == nil {
 		return w
 	}
-	now := c.bucketIndex(c.Now())
+	now := c.bucketIndex(c.cfg.Now())
 	oldest := now - int64(c.nBuckets) + 1
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -86,7 +86,7 @@ func comparison(pod, kind string) tandem.Comparison {
 
 func newComparator(t *testing.T, clk *clock, log comparator.DivergenceLog) *comparator.Comparator {
 	t.Helper()
-	c := &comparator.Comparator{Window: time.Minute, Bucket: 10 * time.Second, Log: log, Now: clk.Now}
+	c := comparator.New(comparator.Config{Window: time.Minute, Bucket: 10 * time.Second, Log: log, Now: clk.Now})
 	if err := c.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestComparator_Persistence(t *testing.T) {
 
 	t.Run("FullQueueDropsAndKeepsCounting", func(t *testing.T) {
 		log := &memLog{block: make(chan struct{})}
-		c := &comparator.Comparator{QueueSize: 4, BatchSize: 1, Log: log, Now: newClock().Now}
+		c := comparator.New(comparator.Config{QueueSize: 4, BatchSize: 1, Log: log, Now: newClock().Now})
 		if err := c.Open(); err != nil {
 			t.Fatal(err)
 		}
@@ -307,11 +307,11 @@ func TestComparator_Persistence(t *testing.T) {
 		log := &memLog{err: errors.New("control database down")}
 		var mu sync.Mutex
 		var reported []error
-		c := &comparator.Comparator{Log: log, Now: newClock().Now, OnError: func(err error) {
+		c := comparator.New(comparator.Config{Log: log, Now: newClock().Now, OnError: func(err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			reported = append(reported, err)
-		}}
+		}})
 		c.Open()
 		c.Record(comparison("pod-a", tandem.KindShadowError))
 		c.Close()

@@ -31,10 +31,15 @@ func (c *steppingClock) Now() time.Time {
 var clk = &steppingClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 
 // openDual opens a Switch over a Redis-like channel and a MySQL-like
-// durable record that polls only when a test calls Reload.
-func openDual(t *testing.T, redis, mysql *memChannel) *killswitch.Switch {
+// durable record that polls only when a test calls Reload, configured
+// further by configure.
+func openDual(t *testing.T, redis, mysql *memChannel, configure ...func(*killswitch.Config)) *killswitch.Switch {
 	t.Helper()
-	s := &killswitch.Switch{Pods: pods, Channel: redis, Durable: mysql, PollInterval: time.Hour, Now: clk.Now}
+	cfg := killswitch.Config{Pods: pods, Channel: redis, Durable: mysql, PollInterval: time.Hour, Now: clk.Now}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	s := killswitch.New(cfg)
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -257,9 +262,10 @@ func TestSwitch_TwoRecords(t *testing.T) {
 		// The instance that engaged runs a clock ahead of the one that
 		// disengages: the clear mark still follows the engagement.
 		redis, mysql := newMemChannel(), newMemChannel()
-		a := openDual(t, redis, mysql)
+		a := openDual(t, redis, mysql, func(c *killswitch.Config) {
+			c.Now = func() time.Time { return clk.Now().Add(time.Hour) }
+		})
 		b := openDual(t, redis, mysql)
-		a.Now = func() time.Time { return clk.Now().Add(time.Hour) }
 		a.Engage(ctx, []string{"pod-a"}, change)
 		engaged, _, _ := redis.Load(ctx)
 		reload(b)
@@ -278,7 +284,7 @@ func TestSwitch_TwoRecords(t *testing.T) {
 	t.Run("OpenNeedsBothRecords", func(t *testing.T) {
 		redis, mysql := newMemChannel(), newMemChannel()
 		mysql.setErr(errDown)
-		s := &killswitch.Switch{Pods: pods, Channel: redis, Durable: mysql}
+		s := killswitch.New(killswitch.Config{Pods: pods, Channel: redis, Durable: mysql})
 		if err := s.Open(ctx); err == nil {
 			t.Error("got nil, want an error when the MySQL record cannot be read at start")
 		}
@@ -298,9 +304,10 @@ func TestSwitch_TwoRecords(t *testing.T) {
 
 func TestSwitch_OnChange(t *testing.T) {
 	ctx := context.Background()
-	s := openDual(t, newMemChannel(), newMemChannel())
 	var got []tandem.AuditLogEntry
-	s.OnChange = func(e tandem.AuditLogEntry) { got = append(got, e) }
+	s := openDual(t, newMemChannel(), newMemChannel(), func(c *killswitch.Config) {
+		c.OnChange = func(e tandem.AuditLogEntry) { got = append(got, e) }
+	})
 	s.Engage(ctx, []string{"pod-a", "pod-b"}, change)
 	s.Disengage(ctx, []string{"pod-a"}, tandem.Change{Actor: "bob", Reason: "over"})
 	want := []struct{ action, pod, actor, before, after string }{

@@ -2,7 +2,7 @@
 // fleet-wide and within a second, also while the control database is down:
 // the state lives in two Records, the control Redis (a Channel, which also
 // fans changes out; redisres implements it with a hash and pub/sub) and
-// the control MySQL (Durable; mysqlres), every instance subscribes and
+// the control MySQL (Durable; controldb), every instance subscribes and
 // polls both, and the hot path reads an immutable snapshot through an
 // atomic pointer. A pod is engaged when either record says so; a record
 // found without an engagement the other holds (a Redis restart, FLUSHDB, an
@@ -81,12 +81,12 @@ const RefusedMySQLOnly = "mysql_only: Redis is stale; resync and move to mysql f
 // MaxReasonLen is the longest reason a change may carry, in characters.
 const MaxReasonLen = 500
 
-// Switch is one instance's view of the kill switch. Set the exported fields
-// before Open.
-type Switch struct {
+// Config configures a Switch; New takes the defaults for its zero fields.
+type Config struct {
 	// Pods lists every pod name; others are unknown.
 	Pods []string
-	// Channel holds the state in the control Redis and fans it out.
+	// Channel holds the state in the control Redis and fans it out;
+	// required.
 	Channel Channel
 	// Durable holds the state in the control MySQL as well; nil keeps it in
 	// the Channel alone.
@@ -97,9 +97,10 @@ type Switch struct {
 	// AuditLog, when set, records every change, best effort: a failure to
 	// record never holds back the change.
 	AuditLog AuditLog
-	// PollInterval is how often the state is read besides notifications.
+	// PollInterval is how often the state is read besides notifications;
+	// default DefaultPollInterval.
 	PollInterval time.Duration
-	// Now returns the current time.
+	// Now returns the current time; default time.Now.
 	Now func() time.Time
 	// OnError is told about failures of the background work, once per
 	// distinct failure until a read succeeds again; nil ignores them.
@@ -111,6 +112,12 @@ type Switch struct {
 	// instance makes, one entry per pod (who, why, before, after); nil
 	// ignores them.
 	OnChange func(tandem.AuditLogEntry)
+}
+
+// Switch is one instance's view of the kill switch. Make one with New;
+// it reads as disengaged everywhere until Open loads the records.
+type Switch struct {
+	cfg Config
 
 	state atomic.Pointer[snapshot]
 	// mu serializes changes to the views and the snapshot; gen counts the
@@ -122,7 +129,6 @@ type Switch struct {
 	mysql     view
 	lastError string
 
-	initOnce  sync.Once
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -136,22 +142,20 @@ type snapshot struct {
 
 var emptySnapshot = &snapshot{pods: map[string]tandem.AuditLogEntry{}}
 
-// New returns a Switch over pods that keeps its state in ch.
-func New(pods []string, ch Channel) *Switch {
-	return &Switch{Pods: pods, Channel: ch}
-}
-
-func (s *Switch) init() {
-	s.initOnce.Do(func() {
-		if s.PollInterval <= 0 {
-			s.PollInterval = DefaultPollInterval
-		}
-		if s.Now == nil {
-			s.Now = time.Now
-		}
-		s.state.CompareAndSwap(nil, emptySnapshot)
-		s.ctx, s.cancel = context.WithCancel(context.Background())
-	})
+// New returns a Switch configured by cfg, with nothing engaged, ready to
+// Open.
+func New(cfg Config) *Switch {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Pods = slices.Clone(cfg.Pods)
+	s := &Switch{cfg: cfg}
+	s.state.Store(emptySnapshot)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
 }
 
 // Open loads the current state from every record (writing back what one
@@ -159,11 +163,10 @@ func (s *Switch) init() {
 // cannot be read: an instance that does not know which pods are killed
 // must not serve from MySQL.
 func (s *Switch) Open(ctx context.Context) error {
-	s.init()
 	if err := s.Reload(ctx); err != nil {
 		return fmt.Errorf("load kill switch state: %w", err)
 	}
-	notify := s.Channel.Watch(s.ctx)
+	notify := s.cfg.Channel.Watch(s.ctx)
 	s.wg.Add(1)
 	go s.follow(notify)
 	return nil
@@ -171,7 +174,6 @@ func (s *Switch) Open(ctx context.Context) error {
 
 // Close stops following changes; safe to call twice.
 func (s *Switch) Close() error {
-	s.init()
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.wg.Wait()
@@ -181,7 +183,7 @@ func (s *Switch) Close() error {
 
 func (s *Switch) follow(notify <-chan struct{}) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.PollInterval)
+	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -211,8 +213,8 @@ func (s *Switch) reportOnce(err error) {
 	changed := msg != s.lastError
 	s.lastError = msg
 	s.mu.Unlock()
-	if err != nil && changed && s.OnError != nil {
-		s.OnError(fmt.Errorf("reload kill switch state (the last state read stays in force): %w", err))
+	if err != nil && changed && s.cfg.OnError != nil {
+		s.cfg.OnError(fmt.Errorf("reload kill switch state (the last state read stays in force): %w", err))
 	}
 }
 
@@ -222,7 +224,6 @@ func (s *Switch) reportOnce(err error) {
 // that cannot be read keeps the view last read of it. It returns the read
 // failures.
 func (s *Switch) Reload(ctx context.Context) error {
-	s.init()
 	s.mu.Lock()
 	gen := s.gen
 	s.mu.Unlock()
@@ -232,20 +233,20 @@ func (s *Switch) Reload(ctx context.Context) error {
 	// disengage: each record keeps when it cleared a pod, and a pod cleared
 	// at or after an engagement is not written back from it.
 	rctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
-	stR, errR := load(rctx, s.Channel)
+	stR, errR := load(rctx, s.cfg.Channel)
 	cancel()
 	if errR == nil && !s.applyRead(gen, &stR, nil) {
 		return nil // this instance changed the state meanwhile
 	}
-	if s.Durable == nil {
+	if s.cfg.Durable == nil {
 		if errR != nil {
 			return fmt.Errorf("%s: %w", RecordRedis, errR)
 		}
-		s.restore(ctx, gen, s.Channel, RecordRedis, stR)
+		s.restore(ctx, gen, s.cfg.Channel, RecordRedis, stR)
 		return nil
 	}
 	mctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
-	stM, errM := load(mctx, s.Durable)
+	stM, errM := load(mctx, s.cfg.Durable)
 	cancel()
 	var pR, pM *RecordState
 	if errR == nil {
@@ -258,10 +259,10 @@ func (s *Switch) Reload(ctx context.Context) error {
 		}
 	}
 	if pR != nil {
-		s.restore(ctx, gen, s.Channel, RecordRedis, *pR)
+		s.restore(ctx, gen, s.cfg.Channel, RecordRedis, *pR)
 	}
 	if pM != nil {
-		s.restore(ctx, gen, s.Durable, RecordMySQL, *pM)
+		s.restore(ctx, gen, s.cfg.Durable, RecordMySQL, *pM)
 	}
 	return errors.Join(wrapRead(RecordRedis, errR), wrapRead(RecordMySQL, errM))
 }
@@ -306,7 +307,7 @@ func (s *Switch) restore(ctx context.Context, gen uint64, rec Record, name strin
 		s.mu.Unlock()
 		return
 	}
-	lost := missing(s.state.Load().pods, st, s.Now().Add(-RestoreGrace))
+	lost := missing(s.state.Load().pods, st, s.cfg.Now().Add(-RestoreGrace))
 	s.mu.Unlock()
 	if len(lost) == 0 {
 		return
@@ -315,31 +316,26 @@ func (s *Switch) restore(ctx context.Context, gen uint64, rec Record, name strin
 	wctx, cancel := context.WithTimeout(ctx, DefaultChangeTimeout)
 	defer cancel()
 	if err := rec.Restore(wctx, lost); err != nil {
-		if s.OnError != nil && ctx.Err() == nil {
-			s.OnError(fmt.Errorf("write the kill switch back into the %s: %w", name, err))
+		if s.cfg.OnError != nil && ctx.Err() == nil {
+			s.cfg.OnError(fmt.Errorf("write the kill switch back into the %s: %w", name, err))
 		}
 		return
 	}
-	if s.OnRestore != nil {
-		s.OnRestore(name, lost)
+	if s.cfg.OnRestore != nil {
+		s.cfg.OnRestore(name, lost)
 	}
 }
 
 // Engaged reports whether pod's kill switch is engaged. It reads memory
 // only and is safe on the hot path.
 func (s *Switch) Engaged(pod string) bool {
-	snap := s.state.Load()
-	if snap == nil {
-		return false
-	}
-	_, ok := snap.pods[pod]
+	_, ok := s.state.Load().pods[pod]
 	return ok
 }
 
 // State returns the engaged pods (sorted), since the earliest engagement,
 // and the reason of the latest; Engagements gives each pod's own.
 func (s *Switch) State() tandem.KillSwitchState {
-	s.init()
 	snap := s.state.Load()
 	st := tandem.KillSwitchState{Pods: make([]string, 0, len(snap.pods))}
 	var latest time.Time
@@ -368,16 +364,15 @@ func (s *Switch) State() tandem.KillSwitchState {
 // EUNKNOWNPOD, EUNAVAILABLE (the channel cannot
 // be written; nothing changed).
 func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	s.init()
 	pods, ch, err := s.validate(pods, ch)
 	if err != nil {
 		return nil, err
 	}
-	now := s.Now().UTC()
+	now := s.cfg.Now().UTC()
 	var refused []tandem.Refusal
 	var entries []tandem.AuditLogEntry
 	for _, pod := range pods {
-		if s.Modes != nil && s.Modes.Mode(pod) == tandem.ModeMySQLOnly {
+		if s.cfg.Modes != nil && s.cfg.Modes.Mode(pod) == tandem.ModeMySQLOnly {
 			refused = append(refused, tandem.Refusal{Pod: pod, Reason: RefusedMySQLOnly})
 			continue
 		}
@@ -402,12 +397,11 @@ func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*
 // Disengage returns pods (every pod when nil) to the source of truth
 // their mode says. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
 func (s *Switch) Disengage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	s.init()
 	pods, ch, err := s.validate(pods, ch)
 	if err != nil {
 		return nil, err
 	}
-	now := s.Now().UTC()
+	now := s.cfg.Now().UTC()
 	entries := make([]tandem.AuditLogEntry, 0, len(pods))
 	for _, pod := range pods {
 		entries = append(entries, tandem.AuditLogEntry{
@@ -448,9 +442,9 @@ func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogE
 		return err
 	}
 	all := append(engage, disengage...)
-	if s.OnChange != nil {
+	if s.cfg.OnChange != nil {
 		for _, e := range all {
-			s.OnChange(e)
+			s.cfg.OnChange(e)
 		}
 	}
 	s.record(all)
@@ -460,32 +454,32 @@ func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogE
 func (s *Switch) engageLocked(ctx context.Context, entries []tandem.AuditLogEntry) error {
 	var errR, errM error
 	var wg sync.WaitGroup
-	if s.Durable != nil {
+	if s.cfg.Durable != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// Short: with MySQL unreachable, Redis alone engages.
 			mctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
 			defer cancel()
-			errM = s.Durable.Engage(mctx, entries)
+			errM = s.cfg.Durable.Engage(mctx, entries)
 		}()
 	}
-	errR = s.Channel.Engage(ctx, entries)
+	errR = s.cfg.Channel.Engage(ctx, entries)
 	wg.Wait()
-	if errR != nil && (s.Durable == nil || errM != nil) {
+	if errR != nil && (s.cfg.Durable == nil || errM != nil) {
 		return &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "the kill switch cannot be written (control Redis and control MySQL); nothing changed"}
 	}
 	s.gen++
 	if errR == nil {
 		s.redis = s.redis.with(entries)
-	} else if s.OnError != nil {
-		s.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordMySQL, RecordRedis, errR))
+	} else if s.cfg.OnError != nil {
+		s.cfg.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordMySQL, RecordRedis, errR))
 	}
-	if s.Durable != nil {
+	if s.cfg.Durable != nil {
 		if errM == nil {
 			s.mysql = s.mysql.with(entries)
-		} else if s.OnError != nil {
-			s.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordRedis, RecordMySQL, errM))
+		} else if s.cfg.OnError != nil {
+			s.cfg.OnError(fmt.Errorf("kill switch engaged in the %s only; written to the %s when it answers: %w", RecordRedis, RecordMySQL, errM))
 		}
 	}
 	s.publishLocked()
@@ -496,7 +490,7 @@ func (s *Switch) disengageLocked(ctx context.Context, entries []tandem.AuditLogE
 	pods := make([]string, len(entries))
 	// The clear mark must be after every engagement it clears, whatever
 	// the clocks of the instances that engaged.
-	at := s.Now().UTC()
+	at := s.cfg.Now().UTC()
 	cur := s.state.Load().pods
 	for i, e := range entries {
 		pods[i] = e.Pod
@@ -508,29 +502,29 @@ func (s *Switch) disengageLocked(ctx context.Context, entries []tandem.AuditLogE
 	// control database that is down refuses the change before Redis (and
 	// with it every instance) sees anything; then Redis, then MySQL. When
 	// MySQL fails after Redis was cleared, Redis is engaged again.
-	if s.Durable != nil {
+	if s.cfg.Durable != nil {
 		rctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
-		_, _, err := s.Durable.Load(rctx)
+		_, _, err := s.cfg.Durable.Load(rctx)
 		cancel()
 		if err != nil {
 			return unavailableToDisengage(RecordMySQL, "nothing changed")
 		}
 	}
-	if err := s.Channel.Disengage(ctx, pods, at); err != nil {
+	if err := s.cfg.Channel.Disengage(ctx, pods, at); err != nil {
 		return unavailableToDisengage(RecordRedis, "nothing changed")
 	}
 	s.gen++
 	held := s.redis
 	s.redis = s.redis.without(pods)
-	if s.Durable != nil {
-		if err := s.Durable.Disengage(ctx, pods, at); err != nil {
+	if s.cfg.Durable != nil {
+		if err := s.cfg.Durable.Disengage(ctx, pods, at); err != nil {
 			var back []tandem.AuditLogEntry
 			for _, p := range pods {
 				if e, ok := held.engaged[p]; ok {
 					back = append(back, e)
 				}
 			}
-			if len(back) == 0 || s.Channel.Engage(ctx, back) == nil {
+			if len(back) == 0 || s.cfg.Channel.Engage(ctx, back) == nil {
 				s.redis = held
 				s.publishLocked()
 				return unavailableToDisengage(RecordMySQL, "nothing changed")
@@ -550,7 +544,7 @@ func unavailableToDisengage(record, outcome string) error {
 }
 
 func (s *Switch) record(entries []tandem.AuditLogEntry) {
-	if s.AuditLog == nil || len(entries) == 0 {
+	if s.cfg.AuditLog == nil || len(entries) == 0 {
 		return
 	}
 	s.wg.Add(1)
@@ -559,9 +553,9 @@ func (s *Switch) record(entries []tandem.AuditLogEntry) {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultAuditTimeout)
 		defer cancel()
 		for _, e := range entries {
-			if err := s.AuditLog.AppendAudit(ctx, e); err != nil {
-				if s.OnError != nil {
-					s.OnError(fmt.Errorf("record %s of %s in the audit log: %w", e.Action, e.Pod, err))
+			if err := s.cfg.AuditLog.AppendAudit(ctx, e); err != nil {
+				if s.cfg.OnError != nil {
+					s.cfg.OnError(fmt.Errorf("record %s of %s in the audit log: %w", e.Action, e.Pod, err))
 				}
 				return
 			}
@@ -580,9 +574,9 @@ func (s *Switch) validate(pods []string, ch tandem.Change) ([]string, tandem.Cha
 		ch.Actor = "operator"
 	}
 	if pods == nil {
-		return slices.Clone(s.Pods), ch, nil
+		return slices.Clone(s.cfg.Pods), ch, nil
 	}
-	if err := ValidateTargets(s.Pods, pods); err != nil {
+	if err := ValidateTargets(s.cfg.Pods, pods); err != nil {
 		return nil, ch, err
 	}
 	return slices.Clone(pods), ch, nil

@@ -159,15 +159,15 @@ func (a *memAudit) AppendAudit(ctx context.Context, e tandem.AuditLogEntry) erro
 
 var pods = []string{"pod-a", "pod-b", "pod-c"}
 
-func openSwitch(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, log killswitch.AuditLog) *killswitch.Switch {
+// openSwitch opens a Switch over ch, configured further by configure,
+// closed when t ends.
+func openSwitch(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, log killswitch.AuditLog, configure ...func(*killswitch.Config)) *killswitch.Switch {
 	t.Helper()
-	return openSwitchAt(t, ch, m, log, nil)
-}
-
-// openSwitchAt is openSwitch with a clock set before the switch starts.
-func openSwitchAt(t *testing.T, ch killswitch.Channel, m killswitch.ModeSource, log killswitch.AuditLog, now func() time.Time) *killswitch.Switch {
-	t.Helper()
-	s := &killswitch.Switch{Pods: pods, Channel: ch, Modes: m, AuditLog: log, PollInterval: 10 * time.Millisecond, Now: now}
+	cfg := killswitch.Config{Pods: pods, Channel: ch, Modes: m, AuditLog: log, PollInterval: 10 * time.Millisecond}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	s := killswitch.New(cfg)
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestSwitch_Engage(t *testing.T) {
 
 	t.Run("KeepsFirstSinceAndReason", func(t *testing.T) {
 		c := &stepClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-		s := openSwitchAt(t, newMemChannel(), nil, nil, c.Now)
+		s := openSwitch(t, newMemChannel(), nil, nil, func(cfg *killswitch.Config) { cfg.Now = c.Now })
 		clk := c.Now()
 		s.Engage(ctx, []string{"pod-a"}, change)
 		clk = c.Add(time.Minute)
@@ -275,7 +275,7 @@ func TestSwitch_Engage(t *testing.T) {
 
 	t.Run("EngagementsPerPod", func(t *testing.T) {
 		c := &stepClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-		s := openSwitchAt(t, newMemChannel(), nil, nil, c.Now)
+		s := openSwitch(t, newMemChannel(), nil, nil, func(cfg *killswitch.Config) { cfg.Now = c.Now })
 		clk := c.Now()
 		s.Engage(ctx, []string{"pod-b"}, change)
 		clk = c.Add(time.Minute)
@@ -365,8 +365,9 @@ func TestSwitch_Engage(t *testing.T) {
 		var mu sync.Mutex
 		var reported error
 		audit := &memAudit{err: errors.New("mysql down")}
-		s := openSwitch(t, newMemChannel(), nil, audit)
-		s.OnError = func(err error) { mu.Lock(); reported = err; mu.Unlock() }
+		s := openSwitch(t, newMemChannel(), nil, audit, func(c *killswitch.Config) {
+			c.OnError = func(err error) { mu.Lock(); reported = err; mu.Unlock() }
+		})
 		if _, err := s.Engage(ctx, nil, change); err != nil {
 			t.Fatalf("got %v, want the engagement to succeed without the audit log", err)
 		}
@@ -422,7 +423,7 @@ func TestSwitch_Fanout(t *testing.T) {
 	t.Run("ErrOpenWithoutState", func(t *testing.T) {
 		ch := newMemChannel()
 		ch.err = errors.New("redis down")
-		s := &killswitch.Switch{Pods: pods, Channel: ch}
+		s := killswitch.New(killswitch.Config{Pods: pods, Channel: ch})
 		if err := s.Open(ctx); err == nil {
 			t.Error("got nil, want an error when the state cannot be read")
 		}

@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/mysqlx"
 )
 
 //go:embed migrations/*.sql
@@ -39,7 +39,6 @@ const (
 	openServerSQL   = "/* conn_tag='migrate' */ SELECT VERSION(), @@log_bin, @@binlog_format"
 	openIsoMariaSQL = "/* conn_tag='migrate' */ SELECT @@tx_isolation"
 	openIsoMySQLSQL = "/* conn_tag='migrate' */ SELECT @@transaction_isolation"
-	createDBSQL     = "/* conn_tag='migrate' */ CREATE DATABASE IF NOT EXISTS `%s`"
 )
 
 var (
@@ -127,13 +126,10 @@ func (s *Store) validate() error {
 // parsed in UTC and parameters interpolated client side (one round trip per
 // statement instead of prepare, execute and close).
 func (s *Store) baseConfig() (*mysql.Config, error) {
-	cfg, err := mysql.ParseDSN(s.dsn)
+	cfg, err := mysqlx.ParseDSN(s.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlres: parse DSN: %w", err)
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.InterpolateParams = true
 	return cfg, nil
 }
 
@@ -185,13 +181,10 @@ func (s *Store) Open(ctx context.Context) error {
 	// Multi-statement batches let a reserve send BEGIN with its select and
 	// its writes with COMMIT (batchTx): two round trips instead of six.
 	cfg.MultiStatements = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := mysqlx.OpenPool(cfg, s.MaxOpenConns)
 	if err != nil {
 		return fmt.Errorf("mysqlres: open: %w", err)
 	}
-	db.SetMaxOpenConns(s.MaxOpenConns)
-	db.SetMaxIdleConns(s.MaxOpenConns)
-	db.SetConnMaxLifetime(30 * time.Minute)
 	var iso string
 	if err := db.QueryRowContext(ctx, isoSQL).Scan(&iso); err != nil {
 		db.Close()
@@ -247,51 +240,5 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return migrateDatabase(ctx, *cfg, migrationFS, "migrations", MigrationsTable)
-}
-
-// migrateDatabase creates cfg's database when it is missing and the user
-// may, then applies the migrations under dir of fsys, recorded in table.
-func migrateDatabase(ctx context.Context, cfg mysql.Config, fsys fs.FS, dir, table string) error {
-	if cfg.DBName != "" {
-		if err := createDatabase(ctx, cfg); err != nil {
-			return err
-		}
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return fmt.Errorf("mysqlres: open %s: %w", cfg.DBName, err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(2)
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		return err
-	}
-	if err := applyMigrations(ctx, db, sub, table); err != nil {
-		return translate("migrate", err)
-	}
-	return nil
-}
-
-// createDatabase creates cfg's database if it is missing. A user without
-// the right to create databases gets no error here: the database may exist,
-// and the migration that follows says clearly if it does not.
-func createDatabase(ctx context.Context, cfg mysql.Config) error {
-	name := cfg.DBName
-	cfg.DBName = ""
-	root, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return fmt.Errorf("mysqlres: open: %w", err)
-	}
-	defer root.Close()
-	_, err = root.ExecContext(ctx, fmt.Sprintf(createDBSQL, strings.ReplaceAll(name, "`", "``")))
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1044 || me.Number == 1045 || me.Number == 1227) {
-		return nil
-	}
-	if err != nil {
-		return translate("migrate", fmt.Errorf("mysqlres: create database %s: %w", name, err))
-	}
-	return nil
+	return translate("migrate", mysqlx.Migrate(ctx, *cfg, migrationFS, "migrations", MigrationsTable))
 }

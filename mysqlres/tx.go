@@ -6,16 +6,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/mysqlx"
 )
 
 // Caller tags: every statement starts with /* conn_tag='TAG' */ and every
@@ -34,66 +31,46 @@ const (
 	tagConverge    = "converge"
 )
 
-// MySQL error numbers the engine acts on.
+// MySQL error numbers the engine acts on (deadlocks and lock-wait
+// timeouts: mysqlx.Retryable).
 const (
-	errBadNull         = 1048
-	errDupEntry        = 1062
-	errLockWaitTimeout = 1205
-	errDeadlock        = 1213
+	errBadNull  = 1048
+	errDupEntry = 1062
 )
-
-// maxAttempts bounds the tries of a transaction that hits deadlocks or
-// lock-wait timeouts.
-const maxAttempts = 5
 
 // errRetry asks withTx to run the transaction again: a race it lost (a
 // concurrent insert of the same ledger row) that a new attempt resolves.
-var errRetry = errors.New("mysqlres: lost a race, retry the transaction")
+var errRetry = mysqlx.ErrRetry
 
 // errNotOpen is returned by every operation of a store that is not open.
 var errNotOpen = tandem.Errorf(tandem.EUNAVAILABLE, "mysql store is not open")
 
 // withTx runs fn in a transaction on one connection of the READ COMMITTED
 // pool and commits it; fn's error (or a failed commit) rolls it back. A
-// deadlock or lock-wait timeout reruns fn from the start, up to maxAttempts,
-// so fn must not keep state across attempts except what it returns. The
-// time the connection is held is observed under tag.
+// deadlock or lock-wait timeout reruns fn from the start (mysqlx.Retry), so
+// fn must not keep state across attempts except what it returns. The time
+// the connection is held is observed under tag.
 func (s *Store) withTx(ctx context.Context, tag string, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return errNotOpen
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = s.txOnce(ctx, tag, fn)
-		if err == nil || !retryable(err) || attempt == maxAttempts {
-			break
-		}
+	err := mysqlx.Retry(ctx, func() error { return s.txOnce(ctx, tag, fn) }, func(attempt int, err error) {
 		s.metrics.retry(tag)
 		s.Logger.Debug("retrying transaction", zap.String("conn_tag", tag), zap.Int("attempt", attempt), zap.Error(err))
-		// Full jitter over an exponential base: contending transactions
-		// spread out instead of colliding again.
-		backoff := time.Duration(rand.Int64N(int64(5*time.Millisecond) << attempt))
-		select {
-		case <-ctx.Done():
-			return translate(tag, ctx.Err())
-		case <-time.After(backoff):
-		}
-	}
+	})
 	return translate(tag, err)
 }
 
-func (s *Store) txOnce(ctx context.Context, tag string, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+func (s *Store) txOnce(ctx context.Context, tag string, fn func(tx *sql.Tx) error) error {
+	var acquired time.Time
+	err := mysqlx.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		acquired = time.Now()
+		return fn(tx)
+	})
+	if !acquired.IsZero() {
+		s.metrics.observeHold(tag, time.Since(acquired).Seconds())
 	}
-	acquired := time.Now()
-	defer func() { s.metrics.observeHold(tag, time.Since(acquired).Seconds()) }()
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return err
 }
 
 // Statements that open and end the batched transactions of withBatchTx;
@@ -145,20 +122,7 @@ func (s *Store) withBatchTx(ctx context.Context, tag string, fn func(b *batchTx)
 	if s.db == nil {
 		return errNotOpen
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = s.batchOnce(ctx, tag, fn)
-		if err == nil || !retryable(err) || attempt == maxAttempts {
-			break
-		}
-		s.metrics.retry(tag)
-		backoff := time.Duration(rand.Int64N(int64(5*time.Millisecond) << attempt))
-		select {
-		case <-ctx.Done():
-			return translate(tag, ctx.Err())
-		case <-time.After(backoff):
-		}
-	}
+	err := mysqlx.Retry(ctx, func() error { return s.batchOnce(ctx, tag, fn) }, func(int, error) { s.metrics.retry(tag) })
 	return translate(tag, err)
 }
 
@@ -204,16 +168,6 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 	return translate(tag, err)
 }
 
-// retryable reports whether err is a deadlock or lock-wait timeout, after
-// which the whole transaction may be run again.
-func retryable(err error) bool {
-	if errors.Is(err, errRetry) {
-		return true
-	}
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == errDeadlock || me.Number == errLockWaitTimeout)
-}
-
 // isDuplicate reports whether err is a duplicate-key error.
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError
@@ -224,54 +178,5 @@ func isDuplicate(err error) bool {
 // when it has a meaning in the contract (unreachable server, deadline,
 // persisting lock contention) and wraps anything else as internal.
 func translate(tag string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var te *tandem.Error
-	if errors.As(err, &te) {
-		return err
-	}
-	if unavailable(err) {
-		return &tandem.Error{Code: tandem.EUNAVAILABLE, Message: "mysql is unavailable: " + shortReason(err)}
-	}
-	return fmt.Errorf("mysqlres %s: %w", tag, err)
-}
-
-func unavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
-		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case errDeadlock, errLockWaitTimeout,
-			1040, // too many connections
-			1053, // server shutdown in progress
-			1203, // user has too many connections
-			1317, // query interrupted
-			1969, // MariaDB max_statement_time exceeded
-			3024: // MySQL max_execution_time exceeded
-			return true
-		}
-	}
-	return false
-}
-
-func shortReason(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline exceeded"
-	case errors.Is(err, context.Canceled):
-		return "request canceled"
-	case retryable(err):
-		return "lock contention persisted"
-	}
-	return "connection failed"
+	return mysqlx.Translate("mysqlres "+tag, err)
 }

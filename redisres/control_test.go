@@ -31,7 +31,7 @@ var ksPods = []string{"pod-a", "pod-b", "pod-c"}
 // MustOpenSwitch opens a kill switch on ch, closed when tb ends.
 func MustOpenSwitch(tb testing.TB, ch killswitch.Channel, m killswitch.ModeSource) *killswitch.Switch {
 	tb.Helper()
-	s := &killswitch.Switch{Pods: ksPods, Channel: ch, Modes: m}
+	s := killswitch.New(killswitch.Config{Pods: ksPods, Channel: ch, Modes: m})
 	if err := s.Open(context.Background()); err != nil {
 		tb.Fatalf("open kill switch: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestKillSwitchChannel(t *testing.T) {
 		if _, err := ch.Engaged(ctx); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
 			t.Errorf("read: got %v, want %s", err, tandem.EUNAVAILABLE)
 		}
-		s := &killswitch.Switch{Pods: ksPods, Channel: ch}
+		s := killswitch.New(killswitch.Config{Pods: ksPods, Channel: ch})
 		if _, err := s.Engage(ctx, nil, ksChange); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
 			t.Errorf("engage: got %v, want %s", err, tandem.EUNAVAILABLE)
 		}

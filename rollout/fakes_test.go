@@ -451,7 +451,7 @@ func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *e
 		modes = []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeShadow}
 	}
 	clk := &clock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	cmp := &comparator.Comparator{Window: testGates.Window, Now: clk.Now}
+	cmp := comparator.New(comparator.Config{Window: testGates.Window, Now: clk.Now})
 	e := &env{store: store, sw: newFakeSwitch(), cmp: cmp, ops: &fakeOps{audit: tandem.Audit{Checked: 3, Clean: true}}, clk: clk}
 	e.ctl = rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{

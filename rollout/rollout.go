@@ -18,7 +18,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// StateStore persists the control state; mysqlres's ControlStore implements
+// StateStore persists the control state; controldb's Store implements
 // it. Every change appends its audit-log entry and bumps the control
 // version in one transaction.
 type StateStore interface {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	main "github.com/tandemhq/tandem/cmd/tandem"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/mysqlres"
 )
 
@@ -69,10 +70,10 @@ func TestE2EReadiness(t *testing.T) {
 			t.Errorf("got %d log lines for three probes of one state, want 1", len(lines))
 		}
 		// Put it back: forget the migration and migrate again.
-		if _, err := control.ExecContext(ctx, "DELETE FROM "+mysqlres.ControlMigrationsTable+" WHERE name = '007_killswitch.sql'"); err != nil {
+		if _, err := control.ExecContext(ctx, "DELETE FROM "+controldb.MigrationsTable+" WHERE name = '007_killswitch.sql'"); err != nil {
 			t.Fatal(err)
 		}
-		if err := mysqlres.NewControlStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
+		if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
 		anon.must(http.MethodGet, "/readyz", nil, http.StatusOK)

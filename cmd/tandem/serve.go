@@ -22,6 +22,7 @@ import (
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/killswitch"
 	"github.com/tandemhq/tandem/mysqlres"
@@ -80,7 +81,7 @@ type Main struct {
 	listenFlag, adminListenFlag string
 
 	registry *prometheus.Registry
-	control  *mysqlres.ControlStore
+	control  *controldb.Store
 	ctlRedis redis.UniversalClient
 	cmp      *comparator.Comparator
 	sw       *killswitch.Switch
@@ -238,7 +239,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	// The control plane: modes and audit log in MySQL, kill switch in Redis.
-	m.control = mysqlres.NewControlStore(cfg.Control.MySQLDSN)
+	m.control = controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN})
 	if err := m.control.Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
@@ -251,7 +252,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	onError := func(what string) func(error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
 	}
-	m.cmp = &comparator.Comparator{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")}
+	m.cmp = comparator.New(comparator.Config{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")})
 	if len(cfg.Rollout.Plan.Webhooks) > 0 {
 		m.hooks = &webhook.Notifier{URLs: cfg.Rollout.Plan.Webhooks, OnError: onError("webhook")}
 		m.hooks.Open()
@@ -279,7 +280,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		OnError: onError("rollout"), OnChange: m.controlAction(),
 	}, m.control)
 	m.ctl.Comparator = m.cmp
-	m.sw = &killswitch.Switch{
+	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
 		OnChange: m.controlAction(),
@@ -290,7 +291,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 					zap.String("actor", e.Actor), zap.String("reason", e.Reason))
 			}
 		},
-	}
+	})
 	m.ctl.Switch = m.sw
 
 	// The pods: each with its own MySQL (unit rows and ledger) and Redis.
@@ -586,7 +587,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // migrateAll creates or upgrades the control database and every pod's
 // MySQL; it is idempotent.
 func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
-	if err := mysqlres.NewControlStore(cfg.Control.MySQLDSN).Migrate(ctx); err != nil {
+	if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
 	}
 	fmt.Fprintln(stdout, "migrated control database")

@@ -634,7 +634,7 @@ func TestSoak(t *testing.T) {
 	}
 	ignore := goleak.IgnoreCurrent()
 
-	cmp := &comparator.Comparator{}
+	cmp := comparator.New(comparator.Config{})
 	if err := cmp.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mysqlres
+package controldb
 
 import (
 	"context"
@@ -16,14 +16,14 @@ const (
 )
 
 // LoadPlan returns the rollout plan's record.
-func (s *ControlStore) LoadPlan(ctx context.Context) (tandem.PlanRecord, error) {
+func (s *Store) LoadPlan(ctx context.Context) (tandem.PlanRecord, error) {
 	var r tandem.PlanRecord
 	if err := s.ready(); err != nil {
 		return r, err
 	}
 	var doc string
 	if err := s.db.QueryRowContext(ctx, ctlLoadPlanSQL).Scan(&doc, &r.Version, &r.Driver, &r.LeaseUntil); err != nil {
-		return r, translate("control", fmt.Errorf("load plan: %w", err))
+		return r, translate(fmt.Errorf("load plan: %w", err))
 	}
 	r.Doc = []byte(doc)
 	return r, nil
@@ -31,13 +31,13 @@ func (s *ControlStore) LoadPlan(ctx context.Context) (tandem.PlanRecord, error) 
 
 // SavePlan writes the plan's document if its version is still version and
 // returns the new one. Returns ECONFLICT when another write came first.
-func (s *ControlStore) SavePlan(ctx context.Context, doc []byte, version int64) (int64, error) {
+func (s *Store) SavePlan(ctx context.Context, doc []byte, version int64) (int64, error) {
 	if err := s.ready(); err != nil {
 		return 0, err
 	}
 	res, err := s.db.ExecContext(ctx, ctlSavePlanSQL, string(doc), version)
 	if err != nil {
-		return 0, translate("control", fmt.Errorf("save plan: %w", err))
+		return 0, translate(fmt.Errorf("save plan: %w", err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return 0, tandem.Errorf(tandem.ECONFLICT, "the rollout plan changed meanwhile")
@@ -47,17 +47,17 @@ func (s *ControlStore) SavePlan(ctx context.Context, doc []byte, version int64) 
 
 // LeasePlan makes instance id the plan's driver until until, if it
 // already is or the lease ran out before now, and reports whether it is.
-func (s *ControlStore) LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error) {
+func (s *Store) LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, ctlLeasePlanSQL, clip(id, 128), until.UTC(), id, now.UTC())
 	if err != nil {
-		return false, translate("control", fmt.Errorf("lease plan: %w", err))
+		return false, translate(fmt.Errorf("lease plan: %w", err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, translate("control", err)
+		return false, translate(err)
 	}
 	if n == 1 {
 		return true, nil

@@ -1,4 +1,4 @@
-package mysqlres
+package mysqlx
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Statements of the migration runner. The table name is checked by
@@ -21,11 +23,56 @@ const (
 	migrateAppliedSQL = "/* conn_tag='migrate' */ SELECT name FROM %s"
 	migrateRecordSQL  = "/* conn_tag='migrate' */ INSERT INTO %s (name, applied_at) VALUES (?, ?)"
 	migrateStmtPrefix = "/* conn_tag='migrate' */ "
+	createDBSQL       = "/* conn_tag='migrate' */ CREATE DATABASE IF NOT EXISTS `%s`"
 )
 
 // migrateLockTimeout bounds how long a migration waits for another process
 // that migrates the same database.
 const migrateLockTimeout = 60 * time.Second
+
+// Migrate creates cfg's database when it is missing and the user may, then
+// applies the migrations under dir of fsys, recorded in table. Idempotent;
+// safe from many processes at once. The caller translates its error.
+func Migrate(ctx context.Context, cfg mysql.Config, fsys fs.FS, dir, table string) error {
+	if cfg.DBName != "" {
+		if err := createDatabase(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("migrate: open %s: %w", cfg.DBName, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		return err
+	}
+	return applyMigrations(ctx, db, sub, table)
+}
+
+// createDatabase creates cfg's database if it is missing. A user without
+// the right to create databases gets no error here: the database may exist,
+// and the migration that follows says clearly if it does not.
+func createDatabase(ctx context.Context, cfg mysql.Config) error {
+	name := cfg.DBName
+	cfg.DBName = ""
+	root, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("migrate: open: %w", err)
+	}
+	defer root.Close()
+	_, err = root.ExecContext(ctx, fmt.Sprintf(createDBSQL, strings.ReplaceAll(name, "`", "``")))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1044 || me.Number == 1045 || me.Number == 1227) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: create database %s: %w", name, err)
+	}
+	return nil
+}
 
 // applyMigrations applies, in name order, every *.sql file of fsys not yet recorded in table (created if missing), one statement per file, recording each.
 //

@@ -1,4 +1,4 @@
-package mysqlres_test
+package controldb_test
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/killswitch"
-	"github.com/tandemhq/tandem/mysqlres"
 )
 
-var _ killswitch.Record = (*mysqlres.KillSwitchRecord)(nil)
+var _ killswitch.Record = (*controldb.KillSwitchRecord)(nil)
 
 func TestKillSwitchRecord(t *testing.T) {
 	ctx := context.Background()
-	rec := MustOpenControl(t, testenv.MustCreateDatabase(t)).KillSwitch()
+	rec := MustOpenStore(t, testenv.MustCreateDatabase(t)).KillSwitch()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	entry := func(pod string, at time.Time, reason string) tandem.AuditLogEntry {
 		return tandem.AuditLogEntry{Pod: pod, At: at, Actor: "oncall", Reason: reason}

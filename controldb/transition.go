@@ -1,4 +1,4 @@
-package mysqlres
+package controldb
 
 import (
 	"context"
@@ -21,39 +21,39 @@ const (
 
 // BeginTransition records that t runs (replacing an older record of the
 // pod's).
-func (s *ControlStore) BeginTransition(ctx context.Context, t tandem.PendingTransition) error {
+func (s *Store) BeginTransition(ctx context.Context, t tandem.PendingTransition) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, ctlBeginTransitionSQL, clip(t.Pod, 64), string(t.To), clip(t.Owner, 128),
 		clip(t.Actor, 128), clip(t.Reason, 1000), t.StartedAt.UTC()); err != nil {
-		return translate("control", fmt.Errorf("begin transition of %s: %w", t.Pod, err))
+		return translate(fmt.Errorf("begin transition of %s: %w", t.Pod, err))
 	}
 	return nil
 }
 
 // ClaimTransition hands pod's transition from instance from to instance
 // to, and reports whether it was still from's.
-func (s *ControlStore) ClaimTransition(ctx context.Context, pod, from, to string) (bool, error) {
+func (s *Store) ClaimTransition(ctx context.Context, pod, from, to string) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, ctlClaimTransitionSQL, clip(to, 128), pod, from)
 	if err != nil {
-		return false, translate("control", fmt.Errorf("claim transition of %s: %w", pod, err))
+		return false, translate(fmt.Errorf("claim transition of %s: %w", pod, err))
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
 
 // PendingTransitions returns every recorded transition, by pod.
-func (s *ControlStore) PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error) {
+func (s *Store) PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, ctlTransitionsSQL)
 	if err != nil {
-		return nil, translate("control", fmt.Errorf("list transitions: %w", err))
+		return nil, translate(fmt.Errorf("list transitions: %w", err))
 	}
 	defer rows.Close()
 	var out []tandem.PendingTransition
@@ -61,33 +61,33 @@ func (s *ControlStore) PendingTransitions(ctx context.Context) ([]tandem.Pending
 		var t tandem.PendingTransition
 		var to string
 		if err := rows.Scan(&t.Pod, &to, &t.Owner, &t.Actor, &t.Reason, &t.StartedAt, &t.Copied, &t.Total); err != nil {
-			return nil, translate("control", fmt.Errorf("scan transition: %w", err))
+			return nil, translate(fmt.Errorf("scan transition: %w", err))
 		}
 		t.To = tandem.Mode(to)
 		out = append(out, t)
 	}
-	return out, translate("control", rows.Err())
+	return out, translate(rows.Err())
 }
 
 // TransitionProgress records how far owner's copy for pod is.
-func (s *ControlStore) TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error {
+func (s *Store) TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, ctlProgressSQL, copied, total, pod, owner); err != nil {
-		return translate("control", fmt.Errorf("transition progress of %s: %w", pod, err))
+		return translate(fmt.Errorf("transition progress of %s: %w", pod, err))
 	}
 	return nil
 }
 
 // EndTransition forgets pod's transition and reports whether there was one.
-func (s *ControlStore) EndTransition(ctx context.Context, pod string) (bool, error) {
+func (s *Store) EndTransition(ctx context.Context, pod string) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, ctlEndTransitionSQL, pod)
 	if err != nil {
-		return false, translate("control", fmt.Errorf("end transition of %s: %w", pod, err))
+		return false, translate(fmt.Errorf("end transition of %s: %w", pod, err))
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
@@ -97,9 +97,9 @@ func (s *ControlStore) EndTransition(ctx context.Context, pod string) (bool, err
 // moves the pod from from to to with audit entry e, in one transaction.
 // Returns ECONFLICT when the transition is no longer recorded (cancelled
 // meanwhile) or the pod is no longer in from, EUNKNOWNPOD.
-func (s *ControlStore) FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error) {
+func (s *Store) FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error) {
 	var version int64
-	err := s.controlTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var owner string
 		err := tx.QueryRowContext(ctx, ctlLockTransitionSQL, pod).Scan(&owner)
 		if err == sql.ErrNoRows {

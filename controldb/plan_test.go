@@ -1,4 +1,4 @@
-package mysqlres_test
+package controldb_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/tandemhq/tandem/internal/testenv"
 )
 
-func TestControlStore_Plan(t *testing.T) {
+func TestStore_Plan(t *testing.T) {
 	testenv.RequireIntegration(t)
 	ctx := context.Background()
-	s := MustOpenControl(t, testenv.MustCreateDatabase(t))
+	s := MustOpenStore(t, testenv.MustCreateDatabase(t))
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
 	t.Run("SaveIsGuardedByVersion", func(t *testing.T) {

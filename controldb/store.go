@@ -1,4 +1,10 @@
-package mysqlres
+// Package controldb is the control database: the pods' modes, the control
+// version, the append-only audit log, the divergence sample, the running
+// instances, the kill switch's durable record, the background transitions
+// and the rollout plan. Every fleet instance shares it; the pods' own
+// MySQL databases are mysqlres's. Its migrations are embedded and recorded
+// in MigrationsTable.
+package controldb
 
 import (
 	"context"
@@ -14,21 +20,22 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/mysqlx"
 )
 
-//go:embed controlmigrations/*.sql
-var controlMigrationFS embed.FS
+//go:embed migrations/*.sql
+var migrationFS embed.FS
 
-// ControlMigrationsTable records the applied control-database migrations.
-const ControlMigrationsTable = "tandem_control_migrations"
+// MigrationsTable records the applied control-database migrations.
+const MigrationsTable = "tandem_control_migrations"
 
-// Defaults of a ControlStore.
+// Defaults of a Store.
 const (
 	DefaultMaxDivergences    = 1_000_000
 	DefaultInstanceRetention = 24 * time.Hour
-	controlMaxOpenConns      = 8
-	controlDialTimeout       = 3 * time.Second
-	controlIOTimeout         = 10 * time.Second
+	maxOpenConns             = 8
+	dialTimeout              = 3 * time.Second
+	ioTimeout                = 10 * time.Second
 )
 
 // Statements of the control database. Every one carries the caller tag
@@ -63,87 +70,90 @@ const (
 	ctlDivergencesTail    = " ORDER BY id DESC LIMIT ?"
 )
 
-// ControlStore is the control database: pod modes, the control version,
+// Config configures a Store; NewStore takes the defaults for its zero
+// fields.
+type Config struct {
+	// DSN is the control database (go-sql-driver format); required.
+	DSN string
+	// MaxDivergences bounds the divergence sample: older rows are deleted
+	// as new ones arrive; default DefaultMaxDivergences.
+	MaxDivergences int64
+	// InstanceRetention is how long an instance no longer seen is listed;
+	// default DefaultInstanceRetention.
+	InstanceRetention time.Duration
+}
+
+// Store is the control database: pod modes, the control version,
 // the append-only audit log, the divergence sample and the running
 // instances. It implements rollout.StateStore, comparator.DivergenceLog and
 // killswitch.AuditLog. Every change appends its audit-log row and bumps the
 // control version in one transaction, so instances that poll the version
 // reload exactly when something changed.
-type ControlStore struct {
-	// MaxDivergences bounds the divergence sample: older rows are deleted
-	// as new ones arrive.
-	MaxDivergences int64
-	// InstanceRetention is how long an instance no longer seen is listed.
-	InstanceRetention time.Duration
-
-	dsn       string
+type Store struct {
+	cfg       Config
 	db        *sql.DB
 	closeOnce sync.Once
 }
 
-// NewControlStore returns a store of the control database at dsn; call
-// Migrate (at install or upgrade) and Open.
-func NewControlStore(dsn string) *ControlStore {
-	return &ControlStore{dsn: dsn}
+// NewStore returns a store of the control database cfg.DSN, not yet open:
+// call Migrate (at install or upgrade) and Open.
+func NewStore(cfg Config) *Store {
+	if cfg.MaxDivergences <= 0 {
+		cfg.MaxDivergences = DefaultMaxDivergences
+	}
+	if cfg.InstanceRetention <= 0 {
+		cfg.InstanceRetention = DefaultInstanceRetention
+	}
+	return &Store{cfg: cfg}
 }
 
-func (s *ControlStore) config() (*mysql.Config, error) {
-	if s.MaxDivergences <= 0 {
-		s.MaxDivergences = DefaultMaxDivergences
-	}
-	if s.InstanceRetention <= 0 {
-		s.InstanceRetention = DefaultInstanceRetention
-	}
-	cfg, err := mysql.ParseDSN(s.dsn)
+// mysqlConfig parses the DSN and bounds the dial and I/O times the DSN
+// leaves open, so that a control database that hangs fails fast.
+func (s *Store) mysqlConfig() (*mysql.Config, error) {
+	cfg, err := mysqlx.ParseDSN(s.cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("mysqlres: parse control DSN: %w", err)
+		return nil, fmt.Errorf("controldb: parse DSN: %w", err)
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.InterpolateParams = true
 	if cfg.Timeout == 0 {
-		cfg.Timeout = controlDialTimeout
+		cfg.Timeout = dialTimeout
 	}
 	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = controlIOTimeout
+		cfg.ReadTimeout = ioTimeout
 	}
 	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = controlIOTimeout
+		cfg.WriteTimeout = ioTimeout
 	}
 	return cfg, nil
 }
 
 // Open connects to the control database and checks that it answers.
-func (s *ControlStore) Open(ctx context.Context) error {
-	cfg, err := s.config()
+func (s *Store) Open(ctx context.Context) error {
+	cfg, err := s.mysqlConfig()
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := mysqlx.OpenPool(cfg, maxOpenConns)
 	if err != nil {
-		return fmt.Errorf("mysqlres: open control database: %w", err)
+		return fmt.Errorf("controldb: open control database: %w", err)
 	}
-	db.SetMaxOpenConns(controlMaxOpenConns)
-	db.SetMaxIdleConns(controlMaxOpenConns)
-	db.SetConnMaxLifetime(30 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return translate("control", fmt.Errorf("mysqlres: ping control database: %w", err))
+		return translate(fmt.Errorf("controldb: ping control database: %w", err))
 	}
 	s.db = db
 	return nil
 }
 
 // Ping checks that the control database answers, for readiness.
-func (s *ControlStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
-	return translate("control", s.db.PingContext(ctx))
+	return translate(s.db.PingContext(ctx))
 }
 
 // Close closes the connections; safe to call twice.
-func (s *ControlStore) Close() error {
+func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		if s.db != nil {
@@ -155,54 +165,55 @@ func (s *ControlStore) Close() error {
 
 // Migrate creates the control database when it is missing and the user
 // may, and brings its tables up to date. Idempotent; works without Open.
-func (s *ControlStore) Migrate(ctx context.Context) error {
-	cfg, err := s.config()
+func (s *Store) Migrate(ctx context.Context) error {
+	cfg, err := s.mysqlConfig()
 	if err != nil {
 		return err
 	}
-	return migrateDatabase(ctx, *cfg, controlMigrationFS, "controlmigrations", ControlMigrationsTable)
+	return translate(mysqlx.Migrate(ctx, *cfg, migrationFS, "migrations", MigrationsTable))
 }
 
-// controlTx runs fn in a transaction, again on deadlock or lock-wait
-// timeout, up to maxAttempts.
-func (s *ControlStore) controlTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.db == nil {
-		return tandem.Errorf(tandem.EUNAVAILABLE, "control database is not open")
-	}
-	var err error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		err = s.controlTxOnce(ctx, fn)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
-	}
-	return translate("control", err)
-}
-
-func (s *ControlStore) controlTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+// withTx runs fn in a transaction and commits it, the way mysqlres runs
+// its transactions: a deadlock or lock-wait timeout reruns fn from the
+// start after a jittered backoff, up to mysqlx.MaxAttempts, and stops
+// waiting when ctx ends (mysqlx.Retry). fn must not keep state across
+// attempts except what it returns.
+func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.ready(); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return translate(mysqlx.Retry(ctx, func() error { return mysqlx.Tx(ctx, s.db, fn) }, nil))
 }
 
-func (s *ControlStore) ready() error {
+// translate turns an error at the store's boundary into a *tandem.Error
+// when it has a meaning in the contract and wraps anything else as
+// internal.
+func translate(err error) error {
+	return mysqlx.Translate("controldb", err)
+}
+
+func (s *Store) ready() error {
 	if s.db == nil {
 		return tandem.Errorf(tandem.EUNAVAILABLE, "control database is not open")
 	}
 	return nil
 }
 
+// CheckSchema reports whether the control database holds the schema this
+// binary needs: every migration applied and every table present. Returns
+// EUNAVAILABLE naming what is missing, or when the database cannot be
+// reached.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	return translate(mysqlx.CheckSchema(ctx, s.db, migrationFS, "migrations", MigrationsTable))
+}
+
 // InitPods stores each pod that has no row yet with its mode; stored pods
 // keep theirs. It bumps the version when it stores one.
-func (s *ControlStore) InitPods(ctx context.Context, pods []tandem.Pod, at time.Time) error {
-	return s.controlTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) InitPods(ctx context.Context, pods []tandem.Pod, at time.Time) error {
+	return s.withTx(ctx, func(tx *sql.Tx) error {
 		var added int64
 		for _, p := range pods {
 			res, err := tx.ExecContext(ctx, ctlInitPodSQL, p.Name, string(p.Mode), at.UTC())
@@ -223,10 +234,10 @@ func (s *ControlStore) InitPods(ctx context.Context, pods []tandem.Pod, at time.
 
 // Pods returns every stored pod (Name, Mode, UpdatedAt) and the control
 // version, read in one snapshot.
-func (s *ControlStore) Pods(ctx context.Context) ([]tandem.Pod, int64, error) {
+func (s *Store) Pods(ctx context.Context) ([]tandem.Pod, int64, error) {
 	var pods []tandem.Pod
 	var version int64
-	err := s.controlTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		pods = pods[:0]
 		if err := tx.QueryRowContext(ctx, ctlVersionSQL).Scan(&version); err != nil {
 			return fmt.Errorf("read control version: %w", err)
@@ -251,13 +262,13 @@ func (s *ControlStore) Pods(ctx context.Context) ([]tandem.Pod, int64, error) {
 }
 
 // Version returns the control version.
-func (s *ControlStore) Version(ctx context.Context) (int64, error) {
+func (s *Store) Version(ctx context.Context) (int64, error) {
 	if err := s.ready(); err != nil {
 		return 0, err
 	}
 	var v int64
 	if err := s.db.QueryRowContext(ctx, ctlVersionSQL).Scan(&v); err != nil {
-		return 0, translate("control", fmt.Errorf("read control version: %w", err))
+		return 0, translate(fmt.Errorf("read control version: %w", err))
 	}
 	return v, nil
 }
@@ -266,9 +277,9 @@ func (s *ControlStore) Version(ctx context.Context) (int64, error) {
 // appends e to the audit log and bumps the version, in one transaction.
 // Returns ECONFLICT when pod is no longer in from, EUNKNOWNPOD when it is
 // not stored.
-func (s *ControlStore) SetMode(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error) {
+func (s *Store) SetMode(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error) {
 	var version int64
-	err := s.controlTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, ctlLockPodSQL, pod).Scan(&cur)
 		if err == sql.ErrNoRows {
@@ -316,8 +327,8 @@ func clip(s string, n int) string {
 }
 
 // MarkResynced sets pod's resynced flag and appends e, in one transaction.
-func (s *ControlStore) MarkResynced(ctx context.Context, pod string, e tandem.AuditLogEntry) error {
-	return s.controlTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) MarkResynced(ctx context.Context, pod string, e tandem.AuditLogEntry) error {
+	return s.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, ctlSetResyncedSQL, pod)
 		if err != nil {
 			return fmt.Errorf("mark %s resynced: %w", pod, err)
@@ -334,7 +345,7 @@ func (s *ControlStore) MarkResynced(ctx context.Context, pod string, e tandem.Au
 }
 
 // Resynced returns pod's resynced flag (false for a pod not stored).
-func (s *ControlStore) Resynced(ctx context.Context, pod string) (bool, error) {
+func (s *Store) Resynced(ctx context.Context, pod string) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
 	}
@@ -343,98 +354,98 @@ func (s *ControlStore) Resynced(ctx context.Context, pod string) (bool, error) {
 	if err == sql.ErrNoRows {
 		return false, nil
 	} else if err != nil {
-		return false, translate("control", fmt.Errorf("read resynced flag: %w", err))
+		return false, translate(fmt.Errorf("read resynced flag: %w", err))
 	}
 	return ok, nil
 }
 
 // AppendAudit appends e to the audit log and bumps the version.
-func (s *ControlStore) AppendAudit(ctx context.Context, e tandem.AuditLogEntry) error {
-	return s.controlTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) AppendAudit(ctx context.Context, e tandem.AuditLogEntry) error {
+	return s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := appendAuditBump(ctx, tx, e)
 		return err
 	})
 }
 
 // AuditLog returns the last limit entries, newest first.
-func (s *ControlStore) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, ctlAuditLogSQL, limit)
 	if err != nil {
-		return nil, translate("control", fmt.Errorf("read audit log: %w", err))
+		return nil, translate(fmt.Errorf("read audit log: %w", err))
 	}
 	defer rows.Close()
 	out := []tandem.AuditLogEntry{}
 	for rows.Next() {
 		var e tandem.AuditLogEntry
 		if err := rows.Scan(&e.At, &e.Actor, &e.Action, &e.Pod, &e.Reason, &e.Before, &e.After); err != nil {
-			return nil, translate("control", fmt.Errorf("read audit log: %w", err))
+			return nil, translate(fmt.Errorf("read audit log: %w", err))
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate("control", fmt.Errorf("read audit log: %w", err))
+		return nil, translate(fmt.Errorf("read audit log: %w", err))
 	}
 	return out, nil
 }
 
 // RegisterInstance records a starting instance (or restarts its record)
-// and forgets instances not seen for InstanceRetention.
-func (s *ControlStore) RegisterInstance(ctx context.Context, in tandem.Instance) error {
+// and forgets instances not seen for Config.InstanceRetention.
+func (s *Store) RegisterInstance(ctx context.Context, in tandem.Instance) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, ctlPruneInstancesSQL, in.StartedAt.UTC().Add(-s.InstanceRetention)); err != nil {
-		return translate("control", fmt.Errorf("prune instances: %w", err))
+	if _, err := s.db.ExecContext(ctx, ctlPruneInstancesSQL, in.StartedAt.UTC().Add(-s.cfg.InstanceRetention)); err != nil {
+		return translate(fmt.Errorf("prune instances: %w", err))
 	}
 	if _, err := s.db.ExecContext(ctx, ctlRegisterSQL, clip(in.ID, 128), clip(in.Addr, 255),
 		in.StartedAt.UTC(), in.LastSeen.UTC(), in.ControlVersion); err != nil {
-		return translate("control", fmt.Errorf("register instance: %w", err))
+		return translate(fmt.Errorf("register instance: %w", err))
 	}
 	return nil
 }
 
 // Heartbeat records that instance id is alive at at and has applied version.
-func (s *ControlStore) Heartbeat(ctx context.Context, id string, at time.Time, version int64) error {
+func (s *Store) Heartbeat(ctx context.Context, id string, at time.Time, version int64) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, ctlHeartbeatSQL, clip(id, 128), at.UTC(), at.UTC(), version); err != nil {
-		return translate("control", fmt.Errorf("heartbeat: %w", err))
+		return translate(fmt.Errorf("heartbeat: %w", err))
 	}
 	return nil
 }
 
 // Instances returns every recorded instance, oldest start first; Stale is
 // left for the caller, which knows the time.
-func (s *ControlStore) Instances(ctx context.Context) ([]tandem.Instance, error) {
+func (s *Store) Instances(ctx context.Context) ([]tandem.Instance, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, ctlInstancesSQL)
 	if err != nil {
-		return nil, translate("control", fmt.Errorf("list instances: %w", err))
+		return nil, translate(fmt.Errorf("list instances: %w", err))
 	}
 	defer rows.Close()
 	out := []tandem.Instance{}
 	for rows.Next() {
 		var in tandem.Instance
 		if err := rows.Scan(&in.ID, &in.Addr, &in.StartedAt, &in.LastSeen, &in.ControlVersion); err != nil {
-			return nil, translate("control", fmt.Errorf("list instances: %w", err))
+			return nil, translate(fmt.Errorf("list instances: %w", err))
 		}
 		out = append(out, in)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate("control", fmt.Errorf("list instances: %w", err))
+		return nil, translate(fmt.Errorf("list instances: %w", err))
 	}
 	return out, nil
 }
 
 // AppendDivergences persists a batch of divergences in one statement and
-// deletes the oldest beyond MaxDivergences.
-func (s *ControlStore) AppendDivergences(ctx context.Context, ds []tandem.Divergence) error {
+// deletes the oldest beyond Config.MaxDivergences.
+func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -461,15 +472,15 @@ func (s *ControlStore) AppendDivergences(ctx context.Context, ds []tandem.Diverg
 			d.ShopID, clip(d.SourceOfTruth, 16), string(primary), string(shadow))
 	}
 	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
-		return translate("control", fmt.Errorf("append divergences: %w", err))
+		return translate(fmt.Errorf("append divergences: %w", err))
 	}
 	var maxID int64
 	if err := s.db.QueryRowContext(ctx, ctlMaxDivergenceIDSQL).Scan(&maxID); err != nil {
-		return translate("control", fmt.Errorf("bound divergences: %w", err))
+		return translate(fmt.Errorf("bound divergences: %w", err))
 	}
-	if cut := maxID - s.MaxDivergences; cut > 0 {
+	if cut := maxID - s.cfg.MaxDivergences; cut > 0 {
 		if _, err := s.db.ExecContext(ctx, ctlPruneDivergencesSQL, cut); err != nil {
-			return translate("control", fmt.Errorf("bound divergences: %w", err))
+			return translate(fmt.Errorf("bound divergences: %w", err))
 		}
 	}
 	return nil
@@ -477,7 +488,7 @@ func (s *ControlStore) AppendDivergences(ctx context.Context, ds []tandem.Diverg
 
 // Divergences returns persisted divergences matching f, newest first; a
 // Limit of 0 means 100.
-func (s *ControlStore) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
+func (s *Store) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -497,7 +508,7 @@ func (s *ControlStore) Divergences(ctx context.Context, f tandem.DivergenceFilte
 	args = append(args, f.Limit)
 	rows, err := s.db.QueryContext(ctx, q+ctlDivergencesTail, args...)
 	if err != nil {
-		return nil, translate("control", fmt.Errorf("list divergences: %w", err))
+		return nil, translate(fmt.Errorf("list divergences: %w", err))
 	}
 	defer rows.Close()
 	out := []tandem.Divergence{}
@@ -505,7 +516,7 @@ func (s *ControlStore) Divergences(ctx context.Context, f tandem.DivergenceFilte
 		var d tandem.Divergence
 		var primary, shadow string
 		if err := rows.Scan(&d.ID, &d.At, &d.Pod, &d.Op, &d.Kind, &d.CartToken, &d.ShopID, &d.SourceOfTruth, &primary, &shadow); err != nil {
-			return nil, translate("control", fmt.Errorf("list divergences: %w", err))
+			return nil, translate(fmt.Errorf("list divergences: %w", err))
 		}
 		if err := json.Unmarshal([]byte(primary), &d.Primary); err != nil {
 			return nil, fmt.Errorf("decode primary outcome of divergence %d: %w", d.ID, err)
@@ -518,7 +529,7 @@ func (s *ControlStore) Divergences(ctx context.Context, f tandem.DivergenceFilte
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate("control", fmt.Errorf("list divergences: %w", err))
+		return nil, translate(fmt.Errorf("list divergences: %w", err))
 	}
 	return out, nil
 }

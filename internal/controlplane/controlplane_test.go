@@ -1,4 +1,4 @@
-package mysqlres_test
+package controlplane_test
 
 import (
 	"context"
@@ -9,11 +9,40 @@ import (
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/killswitch"
 	"github.com/tandemhq/tandem/redisres"
 	"github.com/tandemhq/tandem/rollout"
 )
+
+var change = tandem.Change{Actor: "alice", Reason: "integration test"}
+
+// mustOpenControl migrates the control database at dsn and opens a store
+// on it, closed when t ends.
+func mustOpenControl(t *testing.T, dsn string) *controldb.Store {
+	t.Helper()
+	s := controldb.NewStore(controldb.Config{DSN: dsn})
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate control database: %v", err)
+	}
+	if err := s.Open(context.Background()); err != nil {
+		t.Fatalf("open control database: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not observed", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // instance is one `tandem serve`'s control plane, wired as cmd wires it.
 type instance struct {
@@ -26,16 +55,16 @@ func mustOpenInstance(t *testing.T, dsn, redisPrefix, id string) *instance {
 	t.Helper()
 	ctx := context.Background()
 	rdb, _ := testenv.MustRedis(t) // own client; the shared prefix comes from the caller
-	store := MustOpenControl(t, dsn)
-	in := &instance{cmp: &comparator.Comparator{Log: store}}
+	store := mustOpenControl(t, dsn)
+	in := &instance{cmp: comparator.New(comparator.Config{Log: store})}
 	in.ctl = rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{{Name: "pod-a", Mode: tandem.ModeRedis}, {Name: "pod-b", Mode: tandem.ModeShadow}},
 		Gates:      rollout.Gates{MinComparisons: 10, MaxDivergenceRate: 0.01, Window: time.Minute, AbortDivergenceRate: 0.05, AbortMinComparisons: 20},
 		InstanceID: id, PollInterval: 20 * time.Millisecond, AbortInterval: time.Hour, PlanInterval: time.Hour,
 	}, store)
 	in.ctl.Comparator = in.cmp
-	in.sw = &killswitch.Switch{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, redisPrefix),
-		Modes: in.ctl, AuditLog: store, PollInterval: 20 * time.Millisecond}
+	in.sw = killswitch.New(killswitch.Config{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, redisPrefix),
+		Modes: in.ctl, AuditLog: store, PollInterval: 20 * time.Millisecond})
 	in.ctl.Switch = in.sw
 	in.cmp.Open()
 	if err := in.sw.Open(ctx); err != nil {

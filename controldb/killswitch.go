@@ -1,4 +1,4 @@
-package mysqlres
+package controldb
 
 import (
 	"context"
@@ -23,11 +23,11 @@ const (
 // (table killswitch); it implements killswitch.Record. The control Redis
 // holds the other copy; together they survive the loss of either.
 type KillSwitchRecord struct {
-	s *ControlStore
+	s *Store
 }
 
 // KillSwitch returns the store's kill-switch record.
-func (s *ControlStore) KillSwitch() *KillSwitchRecord { return &KillSwitchRecord{s: s} }
+func (s *Store) KillSwitch() *KillSwitchRecord { return &KillSwitchRecord{s: s} }
 
 // Engage marks each entry's pod engaged, keeping the entry of a pod that
 // already is. Returns EUNAVAILABLE.
@@ -46,7 +46,7 @@ func (k *KillSwitchRecord) write(ctx context.Context, entries []tandem.AuditLogE
 	if len(entries) == 0 {
 		return nil
 	}
-	return k.s.controlTx(ctx, func(tx *sql.Tx) error {
+	return k.s.withTx(ctx, func(tx *sql.Tx) error {
 		for _, e := range entries {
 			var engaged bool
 			var cleared sql.NullTime
@@ -74,7 +74,7 @@ func (k *KillSwitchRecord) Disengage(ctx context.Context, pods []string, at time
 	if len(pods) == 0 {
 		return nil
 	}
-	return k.s.controlTx(ctx, func(tx *sql.Tx) error {
+	return k.s.withTx(ctx, func(tx *sql.Tx) error {
 		for _, p := range pods {
 			if _, err := tx.ExecContext(ctx, ksDisengageSQL, clip(p, 64), at.UTC(), at.UTC()); err != nil {
 				return fmt.Errorf("disengage kill switch of %s: %w", p, err)
@@ -92,7 +92,7 @@ func (k *KillSwitchRecord) Load(ctx context.Context) ([]tandem.AuditLogEntry, ma
 	}
 	rows, err := k.s.db.QueryContext(ctx, ksLoadSQL)
 	if err != nil {
-		return nil, nil, translate("control", fmt.Errorf("read kill switch: %w", err))
+		return nil, nil, translate(fmt.Errorf("read kill switch: %w", err))
 	}
 	defer rows.Close()
 	var engaged []tandem.AuditLogEntry
@@ -102,7 +102,7 @@ func (k *KillSwitchRecord) Load(ctx context.Context) ([]tandem.AuditLogEntry, ma
 		var on bool
 		var c sql.NullTime
 		if err := rows.Scan(&e.Pod, &on, &e.At, &e.Actor, &e.Reason, &c); err != nil {
-			return nil, nil, translate("control", fmt.Errorf("read kill switch: %w", err))
+			return nil, nil, translate(fmt.Errorf("read kill switch: %w", err))
 		}
 		if c.Valid {
 			cleared[e.Pod] = c.Time.UTC()
@@ -113,7 +113,7 @@ func (k *KillSwitchRecord) Load(ctx context.Context) ([]tandem.AuditLogEntry, ma
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, translate("control", fmt.Errorf("read kill switch: %w", err))
+		return nil, nil, translate(fmt.Errorf("read kill switch: %w", err))
 	}
 	return engaged, cleared, nil
 }

@@ -1,7 +1,8 @@
-package mysqlres_test
+package controldb_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,24 +10,28 @@ import (
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/comparator"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/killswitch"
-	"github.com/tandemhq/tandem/mysqlres"
 	"github.com/tandemhq/tandem/rollout"
 )
 
 var (
-	_ rollout.StateStore       = (*mysqlres.ControlStore)(nil)
-	_ comparator.DivergenceLog = (*mysqlres.ControlStore)(nil)
-	_ killswitch.AuditLog      = (*mysqlres.ControlStore)(nil)
+	_ rollout.StateStore       = (*controldb.Store)(nil)
+	_ comparator.DivergenceLog = (*controldb.Store)(nil)
+	_ killswitch.AuditLog      = (*controldb.Store)(nil)
 )
 
-// MustOpenControl migrates the control database at dsn and opens a store
-// on it, closed when tb ends.
-func MustOpenControl(tb testing.TB, dsn string) *mysqlres.ControlStore {
+// MustOpenStore migrates the control database at dsn and opens a store
+// on it, configured by configure, closed when tb ends.
+func MustOpenStore(tb testing.TB, dsn string, configure ...func(*controldb.Config)) *controldb.Store {
 	tb.Helper()
 	ctx := context.Background()
-	s := mysqlres.NewControlStore(dsn)
+	cfg := controldb.Config{DSN: dsn}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	s := controldb.NewStore(cfg)
 	if err := s.Migrate(ctx); err != nil {
 		tb.Fatalf("migrate control database: %v", err)
 	}
@@ -39,7 +44,7 @@ func MustOpenControl(tb testing.TB, dsn string) *mysqlres.ControlStore {
 
 // MustOpenController opens a rollout controller on store with pods pod-a
 // (redis) and pod-b (shadow), closed when tb ends.
-func MustOpenController(tb testing.TB, store *mysqlres.ControlStore, id string) *rollout.Controller {
+func MustOpenController(tb testing.TB, store *controldb.Store, id string) *rollout.Controller {
 	tb.Helper()
 	c := rollout.New(rollout.Config{
 		PodConfigs: []rollout.PodConfig{
@@ -49,7 +54,7 @@ func MustOpenController(tb testing.TB, store *mysqlres.ControlStore, id string) 
 		InstanceID: id, Addr: "127.0.0.1:8080",
 		PollInterval: 20 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
 	}, store)
-	c.Comparator = &comparator.Comparator{}
+	c.Comparator = comparator.New(comparator.Config{})
 	if err := c.Open(context.Background()); err != nil {
 		tb.Fatalf("open controller: %v", err)
 	}
@@ -70,9 +75,9 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 
 var change = tandem.Change{Actor: "alice", Reason: "integration test"}
 
-func TestControlStore_Migrate(t *testing.T) {
+func TestStore_Migrate(t *testing.T) {
 	dsn := testenv.MustCreateDatabase(t)
-	s := MustOpenControl(t, dsn)
+	s := MustOpenStore(t, dsn)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("second migrate: got %v, want nil (idempotent)", err)
 	}
@@ -80,16 +85,49 @@ func TestControlStore_Migrate(t *testing.T) {
 	if err != nil || v != 0 {
 		t.Errorf("fresh version: got %d %v, want 0 nil", v, err)
 	}
+	if err := s.CheckSchema(context.Background()); err != nil {
+		t.Errorf("schema after migrate: got %v, want nil", err)
+	}
+
+	// Control databases migrated before the control store had a package of
+	// its own recorded these names in this table: they must keep counting
+	// as applied, or an upgrade would rerun them.
+	t.Run("RecordsKeepTheirNames", func(t *testing.T) {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		rows, err := db.Query("SELECT name FROM tandem_control_migrations ORDER BY name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, name)
+		}
+		want := []string{"001_control_pods.sql", "002_control_version.sql", "003_control_version_row.sql", "004_audit_log.sql",
+			"005_divergences.sql", "006_instances.sql", "007_killswitch.sql", "008_transitions.sql", "009_rollout_plan.sql",
+			"010_rollout_plan_row.sql"}
+		if controldb.MigrationsTable != "tandem_control_migrations" || !slices.Equal(got, want) {
+			t.Errorf("got table %s holding %v, want tandem_control_migrations holding %v", controldb.MigrationsTable, got, want)
+		}
+	})
 }
 
-func TestControlStore_Modes(t *testing.T) {
+func TestStore_Modes(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MustCreateDatabase(t)
 
 	t.Run("OtherControllerFollows", func(t *testing.T) {
-		store := MustOpenControl(t, dsn)
+		store := MustOpenStore(t, dsn)
 		a := MustOpenController(t, store, "a")
-		b := MustOpenController(t, MustOpenControl(t, dsn), "b")
+		b := MustOpenController(t, MustOpenStore(t, dsn), "b")
 		if _, _, err := a.SetMode(ctx, "pod-a", tandem.ModeChange{Change: change, Mode: tandem.ModeShadow}); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +151,7 @@ func TestControlStore_Modes(t *testing.T) {
 
 	t.Run("PersistedAcrossRestart", func(t *testing.T) {
 		// The previous subtest moved pod-a to shadow in this database.
-		c := MustOpenController(t, MustOpenControl(t, dsn), "c")
+		c := MustOpenController(t, MustOpenStore(t, dsn), "c")
 		if got := c.Mode("pod-a"); got != tandem.ModeShadow {
 			t.Errorf("pod-a: got %s, want shadow (persisted wins over the config's redis)", got)
 		}
@@ -128,7 +166,7 @@ func TestControlStore_Modes(t *testing.T) {
 	})
 
 	t.Run("ErrConflictOnStaleMode", func(t *testing.T) {
-		s := MustOpenControl(t, dsn)
+		s := MustOpenStore(t, dsn)
 		_, err := s.SetMode(ctx, "pod-a", tandem.ModeRedis, tandem.ModeShadow, tandem.AuditLogEntry{At: time.Now(), Actor: "x", Action: "set_mode", Reason: "r"})
 		if tandem.ErrorCode(err) != tandem.ECONFLICT {
 			t.Errorf("got %v, want %s", err, tandem.ECONFLICT)
@@ -140,7 +178,7 @@ func TestControlStore_Modes(t *testing.T) {
 	})
 
 	t.Run("ResyncedFlag", func(t *testing.T) {
-		s := MustOpenControl(t, dsn)
+		s := MustOpenStore(t, dsn)
 		e := tandem.AuditLogEntry{At: time.Now(), Actor: "x", Action: "resync", Pod: "pod-b", Reason: "r"}
 		before, _ := s.Version(ctx)
 		if err := s.MarkResynced(ctx, "pod-b", e); err != nil {
@@ -164,10 +202,10 @@ func TestControlStore_Modes(t *testing.T) {
 	})
 }
 
-func TestControlStore_AuditLog(t *testing.T) {
+func TestStore_AuditLog(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MustCreateDatabase(t)
-	s := MustOpenControl(t, dsn)
+	s := MustOpenStore(t, dsn)
 	at := time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.UTC)
 	for i := range 5 {
 		e := tandem.AuditLogEntry{At: at.Add(time.Duration(i) * time.Second), Actor: "bob", Action: killswitch.ActionEngage,
@@ -179,7 +217,7 @@ func TestControlStore_AuditLog(t *testing.T) {
 	if v, _ := s.Version(ctx); v != 5 {
 		t.Errorf("version: got %d, want 5 (bumped with every entry)", v)
 	}
-	reopened := MustOpenControl(t, dsn)
+	reopened := MustOpenStore(t, dsn)
 	log, err := reopened.AuditLog(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +234,12 @@ func TestControlStore_AuditLog(t *testing.T) {
 	}
 }
 
-func TestControlStore_Divergences(t *testing.T) {
+func TestStore_Divergences(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MustCreateDatabase(t)
 
 	t.Run("NewestFirstWithFilters", func(t *testing.T) {
-		s := MustOpenControl(t, dsn)
+		s := MustOpenStore(t, dsn)
 		at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 		var batch []tandem.Divergence
 		for i := range 6 {
@@ -258,8 +296,7 @@ func TestControlStore_Divergences(t *testing.T) {
 	})
 
 	t.Run("BoundedSample", func(t *testing.T) {
-		s := MustOpenControl(t, testenv.MustCreateDatabase(t))
-		s.MaxDivergences = 4
+		s := MustOpenStore(t, testenv.MustCreateDatabase(t), func(c *controldb.Config) { c.MaxDivergences = 4 })
 		for i := range 10 {
 			d := tandem.Divergence{At: time.Now(), Pod: "pod-a", Op: tandem.OpClaim, Kind: tandem.KindShadowError, CartToken: fmt.Sprintf("c-%d", i)}
 			if err := s.AppendDivergences(ctx, []tandem.Divergence{d}); err != nil {
@@ -273,8 +310,8 @@ func TestControlStore_Divergences(t *testing.T) {
 	})
 
 	t.Run("ThroughTheComparator", func(t *testing.T) {
-		s := MustOpenControl(t, testenv.MustCreateDatabase(t))
-		c := &comparator.Comparator{Log: s}
+		s := MustOpenStore(t, testenv.MustCreateDatabase(t))
+		c := comparator.New(comparator.Config{Log: s})
 		c.Open()
 		for i := range 300 {
 			kind := ""
@@ -295,9 +332,9 @@ func TestControlStore_Divergences(t *testing.T) {
 	})
 }
 
-func TestControlStore_Instances(t *testing.T) {
+func TestStore_Instances(t *testing.T) {
 	ctx := context.Background()
-	s := MustOpenControl(t, testenv.MustCreateDatabase(t))
+	s := MustOpenStore(t, testenv.MustCreateDatabase(t))
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	if err := s.RegisterInstance(ctx, tandem.Instance{ID: "old", Addr: "h1:8080", StartedAt: now.Add(-48 * time.Hour), LastSeen: now.Add(-48 * time.Hour)}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package mysqlres_test
+package faulttest_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/internal/faultproxy"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/killswitch"
@@ -30,12 +31,19 @@ func TestKillSwitch_ControlMySQLDown(t *testing.T) {
 	}
 	defer proxy.Close()
 	cfg.Addr = proxy.Addr()
-	store := MustOpenControl(t, cfg.FormatDSN())
+	store := controldb.NewStore(controldb.Config{DSN: cfg.FormatDSN()})
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 
 	rdb, prefix := testenv.MustRedis(t)
 	open := func() *killswitch.Switch {
-		sw := &killswitch.Switch{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, prefix),
-			AuditLog: store, PollInterval: 50 * time.Millisecond}
+		sw := killswitch.New(killswitch.Config{Pods: []string{"pod-a", "pod-b"}, Channel: redisres.NewKillSwitchChannel(rdb, prefix),
+			AuditLog: store, PollInterval: 50 * time.Millisecond})
 		if err := sw.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
