@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Error codes of the outside contract (API.md). Every error that reaches a
-// client carries one of them; web maps them to HTTP statuses.
+// Error codes of the outside contract (README "API reference"). Every
+// error that reaches a client carries one of them; web maps them to HTTP
+// statuses.
 const (
 	EINVALID              = "invalid_request"
 	EUNAUTHORIZED         = "unauthorized"
@@ -26,7 +27,7 @@ const (
 )
 
 // Error is an error with a code of the contract, a message safe to show a
-// client and optional details (API.md's error JSON).
+// client and optional details: the error JSON of every non-2xx answer.
 type Error struct {
 	Code    string
 	Message string

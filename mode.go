@@ -60,7 +60,7 @@ func (m Mode) Shadow() string {
 	return ""
 }
 
-// CanTransition reports whether API.md allows a pod to go from one mode to
+// CanTransition reports whether a pod may go from one mode to
 // another: redis<->shadow, shadow<->mysql, mysql->mysql_only and
 // mysql_only->mysql (the latter only after a resync, checked by rollout).
 func CanTransition(from, to Mode) bool {

@@ -30,7 +30,7 @@ const (
 	StepAborted          PlanStep = "aborted"
 )
 
-// PlanSettings are a rollout plan's settings as API.md's PLAN shows them:
+// PlanSettings are a rollout plan's settings as GET /admin/plan shows them:
 // soaks as durations ("30m"), the final mode, how many pods may be in
 // transition at once, and whether each promotion waits for an approval.
 type PlanSettings struct {
@@ -59,7 +59,7 @@ type PlanGates struct {
 	Checks  []GateCheck `json:"checks"`
 }
 
-// PlanPod is one pod in API.md's PLAN.
+// PlanPod is one pod of the plan (GET /admin/plan).
 type PlanPod struct {
 	Pod       string     `json:"pod"`
 	Mode      Mode       `json:"mode"`
@@ -72,7 +72,8 @@ type PlanPod struct {
 	Gates   PlanGates `json:"gates"`
 }
 
-// Plan is API.md's PLAN: the pod-by-pod rollout, smallest pods first.
+// Plan is the rollout plan as GET /admin/plan shows it: the pod-by-pod
+// rollout, smallest pods first.
 type Plan struct {
 	Phase PlanPhase `json:"phase"`
 	// Driver is the instance that holds the lease and drives the plan.

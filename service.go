@@ -81,7 +81,7 @@ type GateCheck struct {
 	Missing string `json:"missing,omitempty"`
 }
 
-// PodStatus is API.md's POD.
+// PodStatus is a pod as the admin API shows it (GET /admin/pods/{pod}).
 type PodStatus struct {
 	Pod           string    `json:"pod"`
 	Mode          Mode      `json:"mode"`
@@ -103,7 +103,8 @@ const (
 	TransitionBackfill = "backfill"
 )
 
-// Transition is API.md's POD.transition: a mode change whose work runs in
+// Transition is a pod's running transition (POD.transition in GET
+// /admin/pods): a mode change whose work runs in
 // the background; the mode applies when it is done.
 type Transition struct {
 	To    Mode   `json:"to"`
@@ -169,7 +170,7 @@ type Refusal struct {
 	Reason string `json:"reason"`
 }
 
-// KillSwitchState is API.md's KILLSWITCH.
+// KillSwitchState is the kill switch as /admin/killswitch shows it.
 type KillSwitchState struct {
 	Engaged bool       `json:"engaged"`
 	Pods    []string   `json:"pods"`
@@ -177,7 +178,8 @@ type KillSwitchState struct {
 	Reason  string     `json:"reason"`
 	Refused []Refusal  `json:"refused,omitempty"`
 	// Engagements says, per engaged pod (in the order of Pods), since when
-	// and why its kill switch is engaged; an extension of API.md.
+	// and why its kill switch is engaged (an extension of the documented
+	// KILLSWITCH answer).
 	Engagements []KillSwitchEngagement `json:"engagements,omitempty"`
 }
 
@@ -196,7 +198,8 @@ type LatencyStats struct {
 	P99 float64 `json:"p99"`
 }
 
-// Report is API.md's REPORT: a pod's comparisons over the gate window.
+// Report is a pod's entry of GET /admin/report: its comparisons over the
+// gate window.
 type Report struct {
 	Pod            string                  `json:"pod"`
 	Mode           Mode                    `json:"mode"`
@@ -281,7 +284,7 @@ type AdminService interface {
 	Instances(ctx context.Context) ([]Instance, error)
 }
 
-// PlanService runs the pod-by-pod rollout plan (API.md's PLAN); the
+// PlanService runs the pod-by-pod rollout plan (GET /admin/plan); the
 // rollout controller implements it and the admin API serves it.
 //
 // The changes return EINVALID (bad change or setting), EUNKNOWNPOD,

@@ -18,10 +18,10 @@ type ReservationStore interface {
 	// whole from the first of its groups that can cover it. A retry of an
 	// identical request (same token and Fingerprint) while the hold is active
 	// returns the stored reservation with Replayed set.
-	// Returns EINVALID (request breaks API.md), EINSUFFICIENT (a line cannot
-	// be covered; details name inventory_item_id), ECONFLICT (the token is
-	// in use with a different request, or already claimed, released or
-	// expired).
+	// Returns EINVALID (a request that breaks ReserveRequest.Validate's
+	// rules), EINSUFFICIENT (a line cannot be covered; details name
+	// inventory_item_id), ECONFLICT (the token is in use with a different
+	// request, or already claimed, released or expired).
 	Reserve(ctx context.Context, req ReserveRequest) (*Reservation, error)
 
 	// Claim deducts the ledger's on_hand by every line of the cart, exactly

@@ -21,7 +21,9 @@ const (
 	StoreMySQL = "mysql"
 )
 
-// Limits of a reservation request (API.md).
+// Limits of a reservation request: a cart token of 1..128 characters,
+// 1..100 lines, 1..1000 units a line, 1..20 distinct groups a line, a TTL
+// of 1..3600 s.
 const (
 	MaxCartTokenLen = 128
 	MaxLines        = 100
@@ -126,7 +128,8 @@ type Violation struct {
 	Message   string `json:"message"`
 }
 
-// Validate checks a request against every rule of API.md and returns an
+// Validate checks a request against every rule of POST /v1/reservations
+// (the limits above, ids > 0, distinct items and groups) and returns an
 // EINVALID error naming the first field that breaks one.
 func (r *ReserveRequest) Validate() error {
 	if err := ValidateCartToken(r.CartToken); err != nil {

@@ -33,7 +33,8 @@ type Gates struct {
 	MaxMySQLErrorRate float64
 }
 
-// DefaultGates are API.md's example values.
+// DefaultGates are the defaults of the config's rollout section (README
+// "Configuration reference").
 var DefaultGates = Gates{
 	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
 	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,

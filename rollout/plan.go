@@ -36,7 +36,9 @@ type PlanSettings struct {
 	Approval bool `json:"approval"`
 }
 
-// DefaultPlanSettings are API.md's example values.
+// DefaultPlanSettings are the defaults of the config's rollout.plan section
+// (README "Configuration reference"): 30m soaks, final mode mysql, one pod
+// at a time, no approval.
 var DefaultPlanSettings = PlanSettings{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute,
 	FinalMode: tandem.ModeMySQL, Parallel: 1}
 

@@ -1,7 +1,8 @@
 // Package web serves tandem over HTTP: the checkout API (reservations and
 // inventory, on `listen`) and the admin API (rollout, kill switch,
 // divergences, audits, metrics and the dashboard, on `admin_listen`). It
-// speaks the contract of API.md and is the only place where error codes are
+// speaks the HTTP contract in the README's "API reference" and is the only
+// place where error codes are
 // mapped to HTTP statuses.
 package web
 
@@ -23,7 +24,8 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-// MaxBodyBytes is the largest request body either API reads (API.md: 64 KiB).
+// MaxBodyBytes is the largest request body either API reads (64 KiB);
+// a larger one answers 413 payload_too_large.
 const MaxBodyBytes = 64 << 10
 
 // codes maps every error code of the contract to its HTTP status. Codes
@@ -55,7 +57,8 @@ func ErrorStatusCode(code string) int {
 	return http.StatusInternalServerError
 }
 
-// errorBody is API.md's error JSON.
+// errorBody is the error JSON of every non-2xx answer:
+// {"error": {"code", "message", "details"}}.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // Config is the YAML configuration of `tandem serve` and `tandem migrate`
-// (API.md "Config file"). Secrets come only from the environment.
+// (README "Configuration reference"). Secrets come only from the environment.
 type Config struct {
 	Listen      string            `yaml:"listen"`
 	AdminListen string            `yaml:"admin_listen"`
@@ -105,7 +105,8 @@ type PodConfig struct {
 	shops tandem.ShopSet
 }
 
-// DefaultConfig returns the defaults of API.md, with no pods.
+// DefaultConfig returns the documented defaults (README "Configuration
+// reference"), with no pods.
 func DefaultConfig() Config {
 	return Config{
 		Listen:      "127.0.0.1:8080",

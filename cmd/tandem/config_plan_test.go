@@ -38,7 +38,7 @@ func TestConfigPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		if p := cfg.Rollout.Plan; p.ShadowSoak != 30*time.Minute || p.FinalMode != "mysql" || p.Parallel != 1 {
-			t.Fatalf("got %+v, want API.md's defaults", p)
+			t.Fatalf("got %+v, want the documented defaults (30m, mysql, 1)", p)
 		}
 	})
 	for name, tc := range map[string]struct{ plan, want string }{

@@ -274,7 +274,8 @@ func groupPreference(f *fixture) {
 	f.counters(1, 2, 5, 5)
 }
 
-// errInvalid: requests that break API.md are refused and change nothing.
+// errInvalid: requests that break ReserveRequest.Validate's rules are
+// refused and change nothing.
 func errInvalid(f *fixture) {
 	f.stock(1, 1, 10)
 	f.stock(2, 1, 10)

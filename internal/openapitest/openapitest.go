@@ -136,7 +136,8 @@ func staticAsset(req *http.Request, status int, header http.Header) bool {
 		!strings.HasPrefix(ct, "application/json")
 }
 
-// checkErrorJSON checks that an answer is API.md's error JSON.
+// checkErrorJSON checks that an answer is the error JSON of every non-2xx
+// answer: {"error": {"code", "message", "details"?}}.
 func checkErrorJSON(body []byte) error {
 	var e struct {
 		Error *struct {
