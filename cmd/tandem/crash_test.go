@@ -270,7 +270,17 @@ pods:
 			}
 		}
 	}
-	c.mustAdm(t, http.MethodPut, "/admin/pods/"+podA+"/mode", map[string]any{"mode": "shadow", "reason": "crash test"}, http.StatusOK)
+	// Entering shadow answers 202 when the backfill outlasts the
+	// controller's wait (a loaded machine): wait for the mode to apply.
+	if a := c.adm(http.MethodPut, "/admin/pods/"+podA+"/mode", map[string]any{"mode": "shadow", "reason": "crash test"}); a.status == http.StatusAccepted {
+		for deadline := time.Now().Add(30 * time.Second); !strings.HasPrefix(crashPods(t, c)[podA], "shadow/"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pod A did not enter shadow: %v", crashPods(t, c))
+			}
+		}
+	} else if a.status != http.StatusOK {
+		t.Fatalf("PUT mode shadow: got status %d %v, want 200 or 202", a.status, a.body)
+	}
 	c.mustAdm(t, http.MethodPut, "/admin/pods/"+podA+"/mode", map[string]any{"mode": "mysql", "reason": "crash test", "force": true}, http.StatusOK)
 	c.mustAdm(t, http.MethodPost, "/admin/killswitch", map[string]any{"reason": "crash test", "pods": []string{podB}}, http.StatusOK)
 	before := crashPods(t, c)

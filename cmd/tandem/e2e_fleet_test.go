@@ -88,7 +88,7 @@ func TestE2EFleetOnCluster(t *testing.T) {
 	t.Run("ModeChangeReachesEveryInstance", func(t *testing.T) {
 		retarget(t)
 		start := time.Now()
-		fleet[1].Admin.must(http.MethodPut, "/admin/pods/"+podB+"/mode", obj{"mode": "shadow", "reason": "fleet"}, http.StatusOK)
+		enterShadow(fleet[1].Admin, podB, "fleet")
 		for _, in := range fleet {
 			eventually(t, "every instance to apply the mode change", func() bool {
 				return podStatus(in.Admin, podB)["mode"] == "shadow"

@@ -57,7 +57,7 @@ func TestE2ETwoInstances(t *testing.T) {
 	t.Run("ModeChangeReachesTheOtherInstance", func(t *testing.T) {
 		one.Admin.tb, two.Admin.tb, two.Checkout.tb = t, t, t
 		start := time.Now()
-		one.Admin.must(http.MethodPut, "/admin/pods/"+podB+"/mode", obj{"mode": "shadow", "reason": "two instances"}, http.StatusOK)
+		enterShadow(one.Admin, podB, "two instances")
 		eventually(t, "the other instance to apply the mode change", func() bool {
 			return podStatus(two.Admin, podB)["mode"] == "shadow"
 		})

@@ -23,7 +23,7 @@ func TestE2EControlLog(t *testing.T) {
 	adm := in.Admin
 	podA, podB := cfg.Pods[0].Name, cfg.Pods[1].Name
 
-	adm.must(http.MethodPut, "/admin/pods/"+podB+"/mode", obj{"mode": "shadow", "reason": "shadow B"}, http.StatusOK)
+	enterShadow(adm, podB, "shadow B")
 	adm.must(http.MethodPost, "/admin/pods/"+podB+"/audit", obj{"reason": "check B"}, http.StatusOK)
 	adm.must(http.MethodPut, "/admin/pods/"+podA+"/mode", obj{"mode": "mysql", "reason": "promote A", "force": true}, http.StatusOK)
 	adm.must(http.MethodPost, "/admin/pods/"+podA+"/resync", obj{"reason": "rebuild A", "from": "mysql"}, http.StatusOK)

@@ -529,6 +529,27 @@ func podStatus(c *apiClient, pod string) obj {
 	return c.must(http.MethodGet, "/admin/pods/"+pod, nil, http.StatusOK)
 }
 
+// enterShadow moves pod from redis to shadow and returns its status once
+// the mode applies: the answer is 200 when the backfill finished within
+// the controller's wait, else 202 with the copy running in the background
+// (a loaded machine), after which the pod is polled until it is in shadow.
+func enterShadow(c *apiClient, pod, reason string) obj {
+	c.tb.Helper()
+	got, v := c.call(http.MethodPut, "/admin/pods/"+pod+"/mode", obj{"mode": "shadow", "reason": reason})
+	switch got {
+	case http.StatusOK:
+		return v
+	case http.StatusAccepted:
+		eventually(c.tb, "pod "+pod+" to finish its backfill and enter shadow", func() bool {
+			v = podStatus(c, pod)
+			return v["mode"] == "shadow" && v["transition"] == nil
+		})
+		return v
+	}
+	c.tb.Fatalf("PUT /admin/pods/%s/mode shadow: got status %d (%v), want 200 or 202", pod, got, v)
+	return nil
+}
+
 // auditLogHas reports whether the audit log holds an entry of the action on
 // pod whose reason starts with reason.
 func auditLogHas(c *apiClient, action, pod, reason string) bool {
@@ -613,7 +634,7 @@ func TestE2EAdmin(t *testing.T) {
 		adm.mustErr(http.MethodPut, "/admin/pods/"+podB+"/mode", obj{"mode": "mysql", "reason": "skip a step", "force": true},
 			http.StatusConflict, "transition_refused")
 
-		got := adm.must(http.MethodPut, "/admin/pods/"+podB+"/mode", obj{"mode": "shadow", "reason": "start shadowing B"}, http.StatusOK)
+		got := enterShadow(adm, podB, "start shadowing B")
 		if got["mode"] != "shadow" || got["source_of_truth"] != "redis" || got["shadow"] != "mysql" {
 			t.Errorf("got %v, want shadow with source of truth redis", got)
 		}
