@@ -38,10 +38,10 @@ func (r *recorder) Record(c tandem.Comparison) {
 	r.all = append(r.all, c)
 }
 
-func (r *recorder) kinds() map[string]int {
+func (r *recorder) kinds() map[tandem.DivergenceKind]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := map[string]int{}
+	m := map[tandem.DivergenceKind]int{}
 	for _, c := range r.all {
 		m[c.Kind]++
 	}

@@ -273,7 +273,7 @@ func (r *Router) Release(ctx context.Context, shopID int64, cartToken string) (*
 
 type settleFunc func(s tandem.ReservationStore, ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
 
-func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
+func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	r.init()
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
@@ -330,7 +330,7 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 // is the buyer's answer. A copy of a hold the SoT refused is discarded by
 // convergence, and until then the cart is dirty with the SoT as its
 // authority, which suspect checks before the other store is asked.
-func honoured(op string, o tandem.Outcome) bool {
+func honoured(op tandem.Op, o tandem.Outcome) bool {
 	if o.Failed() {
 		return false
 	}
@@ -342,7 +342,7 @@ func honoured(op string, o tandem.Outcome) bool {
 }
 
 // opGet names Get for honoured; it is not a dual-written operation.
-const opGet = "get"
+const opGet tandem.Op = "get"
 
 func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
@@ -464,15 +464,15 @@ func (r *Router) Wait() {
 	}
 }
 
-func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
+func (r *Router) record(mode tandem.Mode, op tandem.Op, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
 	if r.Recorder == nil {
 		return
 	}
 	r.Recorder.Record(r.comparison(mode, op, shopID, token, primary, shadow, timedOut, repaired))
 }
 
-func (r *Router) comparison(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
-	kind := ""
+func (r *Router) comparison(mode tandem.Mode, op tandem.Op, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
+	var kind tandem.DivergenceKind
 	if !repaired {
 		kind = Classify(primary, shadow, timedOut)
 	}
@@ -485,7 +485,7 @@ func (r *Router) comparison(mode tandem.Mode, op string, shopID int64, token str
 
 // Classify returns "" when the shadow reached the primary's outcome, else
 // the divergence kind.
-func Classify(primary, shadow tandem.Outcome, timedOut bool) string {
+func Classify(primary, shadow tandem.Outcome, timedOut bool) tandem.DivergenceKind {
 	switch {
 	case shadow.Status == tandem.OutcomeDropped:
 		return tandem.KindShadowDropped

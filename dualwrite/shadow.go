@@ -109,7 +109,7 @@ func (r *Router) takeSlot() bool {
 // convergence of the cart. The operation stays open in its epoch until the
 // job is done, so that a change of SoT waits for it (admit). It returns nil
 // when the mode has no shadow.
-func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bool,
+func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, afterPrimary bool,
 	run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) *shadowJob {
 	if o.shadow == nil {
 		return nil
@@ -134,7 +134,7 @@ func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bo
 			if ok && afterPrimary && !follows(op, p) && !p.Failed() {
 				return // the shadow would not have followed it anyway
 			}
-			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeDropped)
+			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped))
 			if ok && !p.Failed() {
 				r.record(o.mode, op, o.ck.shop, o.ck.token, p, dropped, false, false)
 			}
@@ -154,7 +154,7 @@ func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bo
 }
 
 // runShadow is the body of a shadow job, in the cart's line.
-func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary bool, prev <-chan struct{},
+func (r *Router) runShadow(base context.Context, o *op, op tandem.Op, afterPrimary bool, prev <-chan struct{},
 	job *shadowJob, run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) {
 	var p tandem.Outcome
 	havePrimary := false
@@ -163,7 +163,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 			job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 			if !havePrimary || p.Failed() {
 				// The SoT's answer was lost: it may have settled the cart.
-				r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeSkipped)
+				r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped))
 			}
 			return
 		}
@@ -193,7 +193,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 
 	if !havePrimary {
 		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
-			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeTimeout)
+			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeTimeout))
 			return
 		}
 	}
@@ -214,7 +214,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 // queued behind the sold-out boundary's slow path) is deferred: its
 // comparison is recorded when the worker has converged the cart, as a
 // match, or as the divergence it was when the cart does not converge.
-func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.Outcome) (repaired, deferred bool) {
+func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tandem.Outcome) (repaired, deferred bool) {
 	if !p.Failed() && p.Status == sh.Status && sameLines(p.Lines, sh.Lines) {
 		return false, false
 	}
@@ -229,7 +229,7 @@ func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.O
 	r.observe(res, err, 0)
 	cont := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
-		cause := sh.Status
+		cause := string(sh.Status)
 		if err != nil {
 			cause = "converge: " + tandem.ErrorMessage(err)
 		}
@@ -248,8 +248,8 @@ func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.O
 // sold-out boundary makes them differ: one store held and the other was
 // short, or both held in other groups.
 func contention(p, sh tandem.Outcome) bool {
-	held := func(s string) bool { return s == string(tandem.StatusReserved) }
-	short := func(s string) bool { return s == tandem.EINSUFFICIENT }
+	held := func(s tandem.OutcomeStatus) bool { return s.Is(tandem.StatusReserved) }
+	short := func(s tandem.OutcomeStatus) bool { return s == tandem.EINSUFFICIENT }
 	switch {
 	case held(p.Status) && held(sh.Status):
 		return true // other groups
@@ -275,7 +275,7 @@ func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
 // compared), not one it could not serve (a 503 changes nothing anywhere;
 // the cart is converged once the SoT answers again, in case its work
 // landed); a claim or release as settles says.
-func follows(op string, p tandem.Outcome) bool {
+func follows(op tandem.Op, p tandem.Outcome) bool {
 	if op == tandem.OpReserve {
 		return !p.Failed()
 	}
@@ -292,7 +292,7 @@ func follows(op string, p tandem.Outcome) bool {
 // release of a cart the SoT sold would put sold units back on sale.
 func settles(p tandem.Outcome) bool {
 	switch p.Status {
-	case string(tandem.StatusClaimed), string(tandem.StatusReleased), tandem.ENOTFOUND:
+	case tandem.StatusOf(tandem.StatusClaimed), tandem.StatusOf(tandem.StatusReleased), tandem.ENOTFOUND:
 		return true
 	}
 	return false

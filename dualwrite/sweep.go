@@ -352,9 +352,9 @@ func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
 		return
 	}
 	state := func(store string, lines []tandem.Line) tandem.Outcome {
-		o := tandem.Outcome{Store: store, Status: string(tandem.StatusReserved), Lines: lines}
+		o := tandem.Outcome{Store: store, Status: tandem.StatusOf(tandem.StatusReserved), Lines: lines}
 		if lines == nil {
-			o.Status = "no_hold"
+			o.Status = tandem.OutcomeNoHold
 		}
 		return o
 	}

@@ -908,8 +908,8 @@ func readClaims(ctx context.Context, dsn string) (map[soak.CartID]bool, error) {
 	return out, rows.Err()
 }
 
-func nonZero(m map[string]int64) map[string]int64 {
-	out := map[string]int64{}
+func nonZero(m map[tandem.DivergenceKind]int64) map[tandem.DivergenceKind]int64 {
+	out := map[tandem.DivergenceKind]int64{}
 	for k, v := range m {
 		if v != 0 {
 			out[k] = v
