@@ -171,10 +171,45 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	rep.Converged = r.convergeDiffering(ctx, mode, sot, shadow, d.Carts, lost)
+	if rep.Converged > 0 {
+		if d, err = r.diffCarts(ctx, mode); err != nil {
+			return nil, err
+		}
+	}
+	if len(d.Carts) == 0 && !r.copying.Load() {
+		// The carts agree: the positions must agree with the ledger too.
+		res, err := r.auditPass(ctx, mode, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.Positions = res.drifted
+	}
+	// Counts follow the ledger: a Redis whose count of a position no
+	// differing cart touches disagrees with the ledger is recounted, shadow
+	// or SoT (the legacy stock count and claim each span two systems and
+	// can leave it off), when no shadow work is in flight here.
+	if r.pending.Load() == 0 && !r.copying.Load() {
+		if d, err = r.recount(ctx, mode, sot, shadow, d, rep); err != nil {
+			return nil, err
+		}
+	}
+	rep.Left = len(d.Carts) + len(d.Positions)
+	r.statsMu.Lock()
+	r.lastSweep = rep
+	r.statsMu.Unlock()
+	return rep, nil
+}
+
+// convergeDiffering converges each differing cart from the SoT, in the
+// cart's line, and says how many it made equal. It leaves alone the carts
+// the worker has and those on positions the SoT lost.
+func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, carts []CartDiff, lost map[tandem.Key]bool) int {
+	converged := 0
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, convergeParallel)
-	for _, c := range d.Carts {
+	for _, c := range carts {
 		ck := cartKey{c.ShopID, c.CartToken}
 		if r.isDirty(ck) {
 			continue // the worker has it, with the authority that answered the buyer
@@ -205,28 +240,19 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 				return
 			}
 			mu.Lock()
-			rep.Converged++
+			converged++
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if rep.Converged > 0 {
-		if d, err = r.diffCarts(ctx, mode); err != nil {
-			return nil, err
-		}
-	}
-	if len(d.Carts) == 0 && !r.copying.Load() {
-		// The carts agree: the positions must agree with the ledger too.
-		res, err := r.auditPass(ctx, mode, nil)
-		if err != nil {
-			return nil, err
-		}
-		d.Positions = res.drifted
-	}
-	// Counts follow the ledger: a Redis whose count of a position no
-	// differing cart touches disagrees with the ledger is recounted, shadow
-	// or SoT (the legacy stock count and claim each span two systems and
-	// can leave it off), when no shadow work is in flight here.
+	return converged
+}
+
+// recount sets again from the ledger each position of either store that
+// disagrees with it and that no differing cart of d touches, and returns
+// the differences left.
+func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, d *Diff, rep *SweepReport) (*Diff, error) {
+	var err error
 	busy := map[tandem.Key]bool{}
 	for _, c := range d.Carts {
 		for _, ls := range [][]tandem.Line{c.SoT, c.Shadow} {
@@ -235,43 +261,37 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			}
 		}
 	}
-	if r.pending.Load() == 0 && !r.copying.Load() {
-		if len(d.Carts) > 0 {
-			// Positions were not read above: read them now.
-			res, err := r.auditPass(ctx, mode, nil)
-			if err != nil {
-				return nil, err
-			}
-			d.Positions = res.drifted
+	if len(d.Carts) > 0 {
+		// Positions were not read above: read them now.
+		res, err := r.auditPass(ctx, mode, nil)
+		if err != nil {
+			return nil, err
 		}
-		for _, p := range d.Positions {
-			k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
-			if busy[k] {
-				continue
-			}
-			recounted := false
-			for _, st := range []tandem.ReservationStore{sot, shadow} {
-				if rc, ok := st.(tandem.Recounter); ok {
-					if _, err := rc.Recount(ctx, k); err == nil {
-						recounted = true
-					}
+		d.Positions = res.drifted
+	}
+	for _, p := range d.Positions {
+		k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
+		if busy[k] {
+			continue
+		}
+		recounted := false
+		for _, st := range []tandem.ReservationStore{sot, shadow} {
+			if rc, ok := st.(tandem.Recounter); ok {
+				if _, err := rc.Recount(ctx, k); err == nil {
+					recounted = true
 				}
 			}
-			if recounted {
-				rep.Recounted = append(rep.Recounted, k)
-			}
 		}
-		if len(rep.Recounted) > 0 {
-			if d, err = r.diff(ctx, mode); err != nil {
-				return nil, err
-			}
+		if recounted {
+			rep.Recounted = append(rep.Recounted, k)
 		}
 	}
-	rep.Left = len(d.Carts) + len(d.Positions)
-	r.statsMu.Lock()
-	r.lastSweep = rep
-	r.statsMu.Unlock()
-	return rep, nil
+	if len(rep.Recounted) > 0 {
+		if d, err = r.diff(ctx, mode); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // lostPositions returns the positions where a Redis SoT's count disagrees
