@@ -77,7 +77,6 @@ func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
 // operation (reads follow the order without joining it). It returns
 // EUNAVAILABLE when ctx ends first. The caller must call done once.
 func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
-	r.init()
 	wait := r.fenceWait()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

@@ -63,7 +63,6 @@ func (r *Router) setBackfill(f func(p *BackfillProgress)) {
 // fails) this instance writes MySQL as the pod's shadow. It returns how
 // many holds it copied.
 func (r *Router) Backfill(ctx context.Context) (int, error) {
-	r.init()
 	r.backfillMu.Lock()
 	defer r.backfillMu.Unlock()
 	r.statsMu.Lock()

@@ -40,6 +40,10 @@ type dirtySet struct {
 	wake    chan struct{}
 }
 
+func newDirtySet() dirtySet {
+	return dirtySet{m: make(map[cartKey]*dirtyEntry), wake: make(chan struct{}, 1)}
+}
+
 // ConvergeObserver is told of every convergence of a cart; the metrics
 // satisfy it. sinceDivergence is zero unless the cart was dirty.
 type ConvergeObserver interface {
@@ -133,7 +137,6 @@ func (r *Router) wakeWorker() {
 
 // DirtyCarts returns how many carts wait to be converged.
 func (r *Router) DirtyCarts() int {
-	r.init()
 	r.dirty.mu.Lock()
 	defer r.dirty.mu.Unlock()
 	return len(r.dirty.m)
@@ -141,7 +144,6 @@ func (r *Router) DirtyCarts() int {
 
 // ConvergeStats returns the state of the router's convergence.
 func (r *Router) ConvergeStats() ConvergeStats {
-	r.init()
 	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
 	r.dirty.mu.Lock()
 	st.Dirty = len(r.dirty.m)
@@ -182,7 +184,7 @@ func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
 // sweeps the stores for carts and positions that differ every
 // SweepInterval. Close stops it.
 func (r *Router) Open() error {
-	r.init()
+	r.defaults()
 	if r.Dirty != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)

@@ -37,7 +37,17 @@ type Recorder interface {
 	Record(c tandem.Comparison)
 }
 
-// Router is one pod's dual-write router.
+// Defaults of the router's exported configuration fields.
+const (
+	DefaultShadowTimeout  = 250 * time.Millisecond
+	DefaultMaxInflight    = 256
+	DefaultTTL            = 10 * time.Minute
+	DefaultBackfillFollow = 10 * time.Second
+	DefaultSweepInterval  = 5 * time.Second
+)
+
+// Router is one pod's dual-write router. Build it with NewRouter, set the
+// exported fields, then Open it; Close stops it.
 type Router struct {
 	Pod   string
 	Shops tandem.ShopSet
@@ -79,10 +89,9 @@ type Router struct {
 	Logger Logger
 	Now    func() time.Time
 
-	once    sync.Once
-	slots   chan struct{}
-	wg      sync.WaitGroup
-	pending atomic.Int64 // shadow jobs in flight, for Wait
+	inflight atomic.Int64 // shadow jobs holding one of MaxInflight slots
+	wg       sync.WaitGroup
+	pending  atomic.Int64 // shadow jobs in flight, for Wait
 	// mu guards epoch and carts: the admission of every operation.
 	mu    sync.Mutex
 	epoch *epoch
@@ -131,47 +140,65 @@ type cartKey struct {
 	token string
 }
 
-func (r *Router) init() {
-	r.once.Do(func() {
-		if r.ShadowTimeout <= 0 {
-			r.ShadowTimeout = 250 * time.Millisecond
-		}
-		if r.MaxInflight <= 0 {
-			r.MaxInflight = 256
-		}
-		if r.DefaultTTL <= 0 {
-			r.DefaultTTL = 10 * time.Minute
-		}
-		if r.BackfillFollow <= 0 {
-			r.BackfillFollow = 10 * time.Second
-		}
-		if r.AuditSettle <= 0 {
-			r.AuditSettle = 4 * r.ShadowTimeout
-		}
-		if r.SweepInterval <= 0 {
-			r.SweepInterval = 5 * time.Second
-		}
-		if r.Now == nil {
-			r.Now = time.Now
-		}
-		if r.Logger == nil {
-			r.Logger = nopLogger{}
-		}
-		r.dirty.m = make(map[cartKey]*dirtyEntry)
-		r.dirty.wake = make(chan struct{}, 1)
-		r.sweepCh = make(chan struct{}, 1)
-		r.results = make(map[ConvergeResult]int64)
-		r.slots = make(chan struct{}, r.MaxInflight)
-		r.carts = make(map[cartKey]chan struct{})
-		r.shadowCarts = make(map[cartKey]chan struct{})
-	})
+// NewRouter returns the router of pod over its two stores, ready to route,
+// with the default configuration: no mode source (redis), no kill switch,
+// recorder, ledger or dirty log, the wall clock and no logger. Set the
+// exported fields before Open and before the first request.
+func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
+	return &Router{
+		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
+		ShadowTimeout:  DefaultShadowTimeout,
+		MaxInflight:    DefaultMaxInflight,
+		DefaultTTL:     DefaultTTL,
+		BackfillFollow: DefaultBackfillFollow,
+		SweepInterval:  DefaultSweepInterval,
+		Now:            time.Now,
+		Logger:         nopLogger{},
+		carts:          make(map[cartKey]chan struct{}),
+		shadowCarts:    make(map[cartKey]chan struct{}),
+		dirty:          newDirtySet(),
+		sweepCh:        make(chan struct{}, 1),
+		results:        make(map[ConvergeResult]int64),
+	}
+}
+
+// defaults puts back the default of every configuration field set to zero.
+func (r *Router) defaults() {
+	if r.ShadowTimeout <= 0 {
+		r.ShadowTimeout = DefaultShadowTimeout
+	}
+	if r.MaxInflight <= 0 {
+		r.MaxInflight = DefaultMaxInflight
+	}
+	if r.DefaultTTL <= 0 {
+		r.DefaultTTL = DefaultTTL
+	}
+	if r.BackfillFollow <= 0 {
+		r.BackfillFollow = DefaultBackfillFollow
+	}
+	if r.SweepInterval <= 0 {
+		r.SweepInterval = DefaultSweepInterval
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.Logger == nil {
+		r.Logger = nopLogger{}
+	}
+}
+
+// auditSettle is AuditSettle, 4 x ShadowTimeout when unset.
+func (r *Router) auditSettle() time.Duration {
+	if r.AuditSettle > 0 {
+		return r.AuditSettle
+	}
+	return 4 * r.ShadowTimeout
 }
 
 // Close waits for the shadow operations in flight (new ones are dropped),
 // then stops the convergence worker, which writes the dirty carts left to
 // the DirtyLog. Safe to call twice.
 func (r *Router) Close() error {
-	r.init()
 	r.closeMux.Lock()
 	r.closed = true
 	stop, done := r.stopWorker, r.workerDone
@@ -228,7 +255,6 @@ func (r *Router) stamp(res *tandem.Reservation, sot string) *tandem.Reservation 
 
 // Reserve holds the cart in the SoT and, concurrently, in the shadow.
 func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
-	r.init()
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -274,7 +300,6 @@ func (r *Router) Release(ctx context.Context, shopID int64, cartToken string) (*
 type settleFunc func(s tandem.ReservationStore, ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
 
 func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
-	r.init()
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
@@ -353,7 +378,6 @@ func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID
 // Get returns the cart as the SoT knows it, or as the other store knows it
 // when the SoT never saw it.
 func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error) {
-	r.init()
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
@@ -379,7 +403,6 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 // maintains follow at once. A shadow that cannot follow is recorded as a
 // divergence; the buyer-facing answer is the SoT's.
 func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*tandem.Inventory, error) {
-	r.init()
 	if onHand < 0 || onHand > tandem.MaxOnHand {
 		return nil, tandem.Errorf(tandem.EINVALID, "on_hand must be 0..%d", tandem.MaxOnHand)
 	}
@@ -428,7 +451,6 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 // Inventory returns the position as the SoT sees it, with each maintained
 // store's view.
 func (r *Router) Inventory(ctx context.Context, key tandem.Key) (*tandem.Inventory, error) {
-	r.init()
 	mode, sot, shadow := r.route()
 	c, err := sot.Counters(ctx, key)
 	if err != nil {
@@ -458,7 +480,6 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 // extend it). Tests and the soak use it to reach a state at rest; unlike
 // Close it may run concurrently with new requests.
 func (r *Router) Wait() {
-	r.init()
 	for r.pending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}

@@ -89,20 +89,22 @@ func (r *Router) enqueue(ck cartKey) (prev <-chan struct{}, finish func()) {
 }
 
 // takeSlot takes one of MaxInflight shadow slots, false when none is free
-// or the router is closed. The caller gives it back with <-r.slots.
+// or the router is closed. The caller gives it back with freeSlot.
 func (r *Router) takeSlot() bool {
 	r.closeMux.Lock()
 	defer r.closeMux.Unlock()
 	if r.closed {
 		return false
 	}
-	select {
-	case r.slots <- struct{}{}:
-		return true
-	default:
+	if r.inflight.Add(1) > int64(r.MaxInflight) {
+		r.inflight.Add(-1)
 		return false
 	}
+	return true
 }
+
+// freeSlot gives back a slot takeSlot took.
+func (r *Router) freeSlot() { r.inflight.Add(-1) }
 
 // goShadow runs op on the admitted operation's shadow store; then, once the
 // SoT's outcome is known, the comparison and, when they differ, the
@@ -147,7 +149,7 @@ func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, afterPrimary
 		defer r.pending.Add(-1)
 		defer o.unref()
 		defer finish()
-		defer func() { <-r.slots }()
+		defer r.freeSlot()
 		r.runShadow(base, o, op, afterPrimary, prev, job, run)
 	}()
 	return job

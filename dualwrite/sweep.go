@@ -64,7 +64,6 @@ func deref(p *int64) any {
 // ledger in each store and between the stores. It reads a snapshot of
 // each store one after the other: with traffic, holds in flight show.
 func (r *Router) Diff(ctx context.Context) (*Diff, error) {
-	r.init()
 	return r.diff(ctx, r.Mode())
 }
 
@@ -152,7 +151,6 @@ type SweepReport struct {
 // position of the shadow that still disagrees with the ledger, when no
 // shadow work is in flight on this instance.
 func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
-	r.init()
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
 	mode := r.routeMode()
@@ -342,7 +340,6 @@ func (r *Router) isDirty(ck cartKey) bool {
 // ledger, and no cart is dirty, or until ctx ends; it returns the last
 // differences seen. Tests and the soak use it once traffic has stopped.
 func (r *Router) Converged(ctx context.Context) (*Diff, error) {
-	r.init()
 	var last *Diff
 	for {
 		r.Wait()
