@@ -1,0 +1,92 @@
+package dualwrite_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/comparator"
+	"github.com/tandemhq/tandem/dualwrite"
+)
+
+// instantStore grants every reserve at once with the groups asked first and
+// keeps its holds in a map, so that a benchmark measures the router alone.
+// Only what the shadow path and convergence call is implemented.
+type instantStore struct {
+	tandem.ReservationStore
+	name  string
+	holds sync.Map // token -> *tandem.Reservation
+}
+
+func (s *instantStore) Name() string { return s.name }
+
+func (s *instantStore) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
+	lines := make([]tandem.Line, len(req.Lines))
+	for i, l := range req.Lines {
+		lines[i] = tandem.Line{ItemID: l.ItemID, Quantity: l.Quantity, GroupID: l.GroupIDs[0]}
+	}
+	res := &tandem.Reservation{CartToken: req.CartToken, ShopID: req.ShopID, Status: tandem.StatusReserved,
+		ExpiresAt: time.Now().Add(req.TTL), Lines: lines}
+	s.holds.Store(req.CartToken, res)
+	c := *res
+	return &c, nil
+}
+
+func (s *instantStore) Get(ctx context.Context, shopID int64, token string) (*tandem.Reservation, error) {
+	v, ok := s.holds.Load(token)
+	if !ok {
+		return nil, tandem.Errorf(tandem.ENOTFOUND, "no cart %s", token)
+	}
+	c := *v.(*tandem.Reservation)
+	return &c, nil
+}
+
+func (s *instantStore) Discard(ctx context.Context, shopID int64, token string) error {
+	s.holds.Delete(token)
+	return nil
+}
+
+// BenchmarkRouterReserveShadow is the cost of one reserve in shadow mode on
+// two stores that answer at once: admission, the shadow job (its goroutine,
+// its wait in the cart's line, its store call), the comparison and the
+// comparator's count. dropped/op says how many shadow operations the
+// in-flight cap dropped (the benchmark must not measure the drop path).
+func BenchmarkRouterReserveShadow(b *testing.B) {
+	shops, _ := tandem.ParseShopSet([]string{"1-1000"})
+	r := dualwrite.NewRouter("pod-b", shops, &instantStore{name: tandem.StoreRedis}, &instantStore{name: tandem.StoreMySQL})
+	m := &modes{}
+	m.set(tandem.ModeShadow)
+	r.Modes, r.Kill = m, &kill{}
+	cmp := comparator.New(nil)
+	r.Recorder = cmp
+	if err := cmp.Open(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmp.Close()
+	if err := r.Open(); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	lines := []tandem.LineRequest{{ItemID: 100, Quantity: 1, GroupIDs: []int64{1, 2}}}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		req := tandem.ReserveRequest{CartToken: "c-" + strconv.Itoa(i), ShopID: 1, Lines: lines}
+		if _, err := r.Reserve(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.Wait()
+	b.StopTimer()
+	st := cmp.Stats().Pods["pod-b"]
+	if st.Comparisons != int64(i) {
+		b.Fatalf("got %d comparisons, want %d", st.Comparisons, i)
+	}
+	b.ReportMetric(float64(st.Divergences[tandem.KindShadowDropped])/float64(i), "dropped/op")
+	b.ReportMetric(float64(st.Divergences[tandem.KindShadowTimeout])/float64(i), "timeouts/op")
+}
