@@ -78,8 +78,21 @@ func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
 // EUNAVAILABLE when ctx ends first. The caller must call done once.
 func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
 	wait := r.fenceWait()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	// The bound runs from the arrival; its timer is made only when the
+	// admission has to wait, which is rare.
+	deadline := time.Now().Add(wait)
+	var timer *time.Timer
+	expiry := func() <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+		}
+		return timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	expired := false
 	r.mu.Lock()
 	for {
@@ -92,7 +105,7 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 			r.mu.Unlock()
 			select {
 			case <-drained:
-			case <-timer.C:
+			case <-expiry():
 				expired = true
 				r.fenced.Add(1)
 			case <-ctx.Done():
@@ -125,7 +138,7 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 			select {
 			case <-prev:
 				return o, nil
-			case <-timer.C:
+			case <-expiry():
 				r.fenced.Add(1)
 				return o, nil
 			case <-ctx.Done():

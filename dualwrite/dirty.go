@@ -206,7 +206,7 @@ func (r *Router) Open() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.closeMux.Lock()
 	defer r.closeMux.Unlock()
-	if r.closed || r.stopWorker != nil {
+	if r.closed.Load() || r.stopWorker != nil {
 		cancel()
 		return nil
 	}
@@ -347,8 +347,8 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 	if from == nil {
 		from = r.store(mode.SourceOfTruth())
 	}
-	prev, finish := r.enqueue(ck)
-	defer finish()
+	prev, line := r.enqueue(ck)
+	defer r.dequeue(ck, line)
 	if prev != nil {
 		select {
 		case <-prev:
@@ -447,12 +447,12 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if !stale {
 		return nil
 	}
-	prev, finish := r.enqueue(o.ck)
+	prev, line := r.enqueue(o.ck)
 	if prev != nil {
 		<-prev
 	}
 	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
-	finish()
+	r.dequeue(o.ck, line)
 	r.settleDirty(o.ck, gen, res, err)
 	if err != nil {
 		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,

@@ -3,9 +3,9 @@
 // compared with the SoT's and repaired when they differ. It knows nothing of
 // Redis or SQL: both stores are tandem.ReservationStore values.
 //
-// The shadow runs concurrently with the SoT, never in the buyer's way: the
-// buyer's answer returns as soon as the SoT answers, the shadow finishes on
-// its own under ShadowTimeout, at most MaxInflight shadow operations run per
+// The shadow never stands in the buyer's way: the buyer's answer returns as
+// soon as the SoT answers, the shadow runs after it on its own under
+// ShadowTimeout, at most MaxInflight shadow operations run per
 // pod (beyond that the shadow is skipped and recorded as shadow_dropped),
 // and the shadow operations of one cart run in order, so a claim never
 // overtakes the reserve it settles.
@@ -105,7 +105,7 @@ type Router struct {
 	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
 	// redis after a Backfill; 0 when not.
 	followUntil atomic.Int64
-	closed      bool
+	closed      atomic.Bool
 	closeMux    sync.Mutex
 
 	dirty      dirtySet
@@ -200,7 +200,7 @@ func (r *Router) auditSettle() time.Duration {
 // the DirtyLog. Safe to call twice.
 func (r *Router) Close() error {
 	r.closeMux.Lock()
-	r.closed = true
+	r.closed.Store(true)
 	stop, done := r.stopWorker, r.workerDone
 	r.stopWorker = nil
 	r.closeMux.Unlock()
@@ -267,15 +267,9 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	if err := r.catchUp(ctx, o); err != nil {
 		return nil, err
 	}
-	sot, shadow := o.sot, o.shadow
-	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	job := r.goShadow(ctx, o, tandem.OpReserve, true,
-		func(ctx context.Context, p tandem.Outcome) (*tandem.Reservation, error) {
-			// The shadow's copy ends with the SoT's hold, however late it lands.
-			shadowReq := req
-			shadowReq.ExpiresAt = p.ExpiresAt
-			return shadow.Reserve(ctx, shadowReq)
-		})
+	sot := o.sot
+	job := r.goShadow(ctx, o, tandem.OpReserve, shadowCall{req: req})
+	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -320,10 +314,8 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	// settles its copy (the ledger's claim record makes its own deduction a
 	// no-op), and a request the SoT could not serve (503) changes nothing.
 	// A shadow that ends elsewhere is converged to the SoT's state.
-	job := r.goShadow(ctx, o, op, true,
-		func(ctx context.Context, _ tandem.Outcome) (*tandem.Reservation, error) {
-			return f(shadow, ctx, shopID, cartToken)
-		})
+	job := r.goShadow(ctx, o, op, shadowCall{shop: shopID, token: cartToken, settle: f})
+	defer job.lost()
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))

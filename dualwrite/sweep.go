@@ -220,12 +220,12 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			prev, finish := r.enqueue(ck)
+			prev, line := r.enqueue(ck)
 			if prev != nil {
 				<-prev
 			}
 			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
-			finish()
+			r.dequeue(ck, line)
 			if res != ConvergeEqual || err != nil {
 				r.observe(res, err, 0)
 			}
