@@ -298,7 +298,7 @@ func (h *checkoutHandler) answer(w http.ResponseWriter, status int, op tandem.Op
 	if res.Replayed {
 		outcome = "replayed"
 	}
-	h.metrics.reservations.WithLabelValues(string(op), outcome, res.Pod, res.SourceOfTruth).Inc()
+	h.metrics.reservation(string(op), outcome, res.Pod, res.SourceOfTruth).Inc()
 	writeJSON(w, status, toReservationJSON(res))
 }
 
@@ -308,6 +308,6 @@ func (h *checkoutHandler) fail(w http.ResponseWriter, r *http.Request, op tandem
 	if codes[code] == 0 {
 		code = tandem.EINTERNAL
 	}
-	h.metrics.reservations.WithLabelValues(string(op), code, "", "").Inc()
+	h.metrics.reservation(string(op), code, "", "").Inc()
 	writeError(w, r, h.logger, err)
 }
