@@ -210,6 +210,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, shops
 // returned func is called.
 func (r *Router) pauseShops(shops []int64) (resume func()) {
 	done := make(chan struct{})
+	r.pausing.Add(1)
 	r.mu.Lock()
 	if r.paused == nil {
 		r.paused = map[int64]chan struct{}{}
@@ -227,12 +228,13 @@ func (r *Router) pauseShops(shops []int64) (resume func()) {
 		}
 		r.mu.Unlock()
 		close(done)
+		r.pausing.Add(-1)
 	}
 }
 
 // waitShop returns when the shop's shadow work may run.
 func (r *Router) waitShop(ctx context.Context, shop int64) {
-	for {
+	for r.pausing.Load() > 0 {
 		r.mu.Lock()
 		ch := r.paused[shop]
 		r.mu.Unlock()

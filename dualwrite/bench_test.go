@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,16 +50,14 @@ func (s *instantStore) Discard(ctx context.Context, shopID int64, token string) 
 	return nil
 }
 
-// BenchmarkRouterReserveShadow is the cost of one reserve in shadow mode on
-// two stores that answer at once: admission, the shadow job (its goroutine,
-// its wait in the cart's line, its store call), the comparison and the
-// comparator's count. dropped/op says how many shadow operations the
-// in-flight cap dropped: 0, or the benchmark measures the drop path.
-func BenchmarkRouterReserveShadow(b *testing.B) {
+// benchRouter opens a router in mode over two instant stores, with
+// a comparator as its recorder.
+func benchRouter(b *testing.B, mode tandem.Mode) (*dualwrite.Router, *comparator.Comparator) {
+	b.Helper()
 	shops, _ := tandem.ParseShopSet([]string{"1-1000"})
 	r := dualwrite.NewRouter("pod-b", shops, &instantStore{name: tandem.StoreRedis}, &instantStore{name: tandem.StoreMySQL})
 	m := &modes{}
-	m.set(tandem.ModeShadow)
+	m.set(mode)
 	r.Modes, r.Kill = m, &kill{}
 	// Stores that answer at once let the loop outrun the shadow goroutines'
 	// scheduling; a cap no run reaches keeps the drop path out of the figures.
@@ -68,28 +67,82 @@ func BenchmarkRouterReserveShadow(b *testing.B) {
 	if err := cmp.Open(); err != nil {
 		b.Fatal(err)
 	}
-	defer cmp.Close()
+	b.Cleanup(func() { cmp.Close() })
 	if err := r.Open(); err != nil {
 		b.Fatal(err)
 	}
-	defer r.Close()
+	b.Cleanup(func() { r.Close() })
+	return r, cmp
+}
+
+// reportShadow checks that every reserve was compared and reports the
+// shadow operations dropped and timed out per reserve.
+func reportShadow(b *testing.B, r *dualwrite.Router, cmp *comparator.Comparator, n int64) {
+	r.Wait()
+	b.StopTimer()
+	st := cmp.Stats().Pods["pod-b"]
+	if st.Comparisons != n {
+		b.Fatalf("got %d comparisons, want %d", st.Comparisons, n)
+	}
+	b.ReportMetric(float64(st.Divergences[tandem.KindShadowDropped])/float64(n), "dropped/op")
+	b.ReportMetric(float64(st.Divergences[tandem.KindShadowTimeout])/float64(n), "timeouts/op")
+}
+
+var benchLines = []tandem.LineRequest{{ItemID: 100, Quantity: 1, GroupIDs: []int64{1, 2}}}
+
+// BenchmarkRouterReserveShadow is the cost of one reserve in shadow mode on
+// two stores that answer at once: admission, the shadow job (its goroutine,
+// its wait in the cart's line, its store call), the comparison and the
+// comparator's count. dropped/op says how many shadow operations the
+// in-flight cap dropped: 0, or the benchmark measures the drop path.
+func BenchmarkRouterReserveShadow(b *testing.B) {
+	r, cmp := benchRouter(b, tandem.ModeShadow)
 	ctx := context.Background()
-	lines := []tandem.LineRequest{{ItemID: 100, Quantity: 1, GroupIDs: []int64{1, 2}}}
 	b.ReportAllocs()
-	i := 0
+	var n int64
 	for b.Loop() {
-		i++
-		req := tandem.ReserveRequest{CartToken: "c-" + strconv.Itoa(i), ShopID: 1, Lines: lines}
+		n++
+		req := tandem.ReserveRequest{CartToken: "c-" + strconv.FormatInt(n, 10), ShopID: 1, Lines: benchLines}
 		if _, err := r.Reserve(ctx, req); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r.Wait()
-	b.StopTimer()
-	st := cmp.Stats().Pods["pod-b"]
-	if st.Comparisons != int64(i) {
-		b.Fatalf("got %d comparisons, want %d", st.Comparisons, i)
+	reportShadow(b, r, cmp, n)
+}
+
+// BenchmarkRouterReserveShadowParallel is BenchmarkRouterReserveShadow
+// from GOMAXPROCS buyers at once: the router's and the comparator's locks
+// are shared by all of them.
+func BenchmarkRouterReserveShadowParallel(b *testing.B) {
+	r, cmp := benchRouter(b, tandem.ModeShadow)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := tandem.ReserveRequest{CartToken: "c-" + strconv.FormatInt(n.Add(1), 10), ShopID: 1, Lines: benchLines}
+			if _, err := r.Reserve(ctx, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportShadow(b, r, cmp, n.Load())
+}
+
+// BenchmarkRouterReserveRedis is the router's own cost in redis mode (no
+// shadow): validation, admission in the cart's order and the fence, and
+// the SoT call on an instant store.
+func BenchmarkRouterReserveRedis(b *testing.B) {
+	r, _ := benchRouter(b, tandem.ModeRedis)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var n int64
+	for b.Loop() {
+		n++
+		req := tandem.ReserveRequest{CartToken: "c-" + strconv.FormatInt(n, 10), ShopID: 1, Lines: benchLines}
+		if _, err := r.Reserve(ctx, req); err != nil {
+			b.Fatal(err)
+		}
 	}
-	b.ReportMetric(float64(st.Divergences[tandem.KindShadowDropped])/float64(i), "dropped/op")
-	b.ReportMetric(float64(st.Divergences[tandem.KindShadowTimeout])/float64(i), "timeouts/op")
 }

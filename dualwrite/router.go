@@ -98,6 +98,9 @@ type Router struct {
 	// carts holds, per cart, the end of the SoT call of its latest admitted
 	// operation, for the order of the SoT's operations (admit).
 	carts map[cartKey]chan struct{}
+	// linesMu guards shadowCarts, apart from mu: every shadow job takes it
+	// twice, and admission need not wait for that.
+	linesMu sync.Mutex
 	// shadowCarts holds, per cart, the completion of its latest shadow job
 	// (with repair), for the order of the shadow's operations.
 	shadowCarts map[cartKey]chan struct{}
@@ -124,6 +127,9 @@ type Router struct {
 	// paused holds, per shop a backfill is rewriting, the channel closed
 	// when it is done (guarded by mu).
 	paused map[int64]chan struct{}
+	// pausing counts the pauses in force, so that shadow work outside a
+	// backfill never takes mu to look at paused.
+	pausing atomic.Int64
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.

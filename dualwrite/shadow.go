@@ -132,23 +132,23 @@ func (j *shadowJob) answer(o tandem.Outcome, res *tandem.Reservation, err error)
 // once when this job is done.
 func (r *Router) enqueue(ck cartKey) (prev <-chan struct{}, line chan struct{}) {
 	line = make(chan struct{})
-	r.mu.Lock()
+	r.linesMu.Lock()
 	if p, ok := r.shadowCarts[ck]; ok {
 		prev = p
 	}
 	r.shadowCarts[ck] = line
-	r.mu.Unlock()
+	r.linesMu.Unlock()
 	return prev, line
 }
 
 // dequeue ends the job enqueue put in the cart's line.
 func (r *Router) dequeue(ck cartKey, line chan struct{}) {
 	close(line)
-	r.mu.Lock()
+	r.linesMu.Lock()
 	if r.shadowCarts[ck] == line {
 		delete(r.shadowCarts, ck)
 	}
-	r.mu.Unlock()
+	r.linesMu.Unlock()
 }
 
 // takeSlot takes one of MaxInflight shadow slots, false when none is free
