@@ -81,14 +81,21 @@ func StatusOf(s Status) OutcomeStatus { return OutcomeStatus(s) }
 func (s OutcomeStatus) Is(st Status) bool { return s == OutcomeStatus(st) }
 
 // Failed reports whether the store gave no answer about the reservation: it
-// could not be reached or failed (unavailable, internal), the answer was
-// lost (timeout), or the operation never ran (dropped, skipped).
+// failed (StoreFailed), the answer was lost (timeout), or the operation
+// never ran (dropped, skipped, or no status at all).
 func (o Outcome) Failed() bool {
 	switch o.Status {
-	case "", EUNAVAILABLE, EINTERNAL, OutcomeTimeout, OutcomeDropped, OutcomeSkipped:
+	case "", OutcomeTimeout, OutcomeDropped, OutcomeSkipped:
 		return true
 	}
-	return false
+	return o.StoreFailed()
+}
+
+// StoreFailed reports whether the store itself failed: it could not be
+// reached or failed inside (unavailable, internal). The automatic abort
+// counts these of the source of truth.
+func (o Outcome) StoreFailed() bool {
+	return o.Status == EUNAVAILABLE || o.Status == EINTERNAL
 }
 
 // Outcome is what one store answered to one operation.

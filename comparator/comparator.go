@@ -156,7 +156,7 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 	b := p.bucket(idx, c.nBuckets)
 	b.comparisons++
 	p.total.comparisons++
-	if cmp.Primary.Failed() {
+	if cmp.Primary.StoreFailed() {
 		b.sotErrors++
 		p.total.sotErrors++
 	}
