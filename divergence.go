@@ -2,64 +2,108 @@ package tandem
 
 import "time"
 
+// DivergenceKind is what kind of difference a comparison found between a
+// pod's source of truth and its shadow; "" is a match.
+type DivergenceKind string
+
 // Divergence kinds (DESIGN.md "Comparator").
 const (
-	KindOutcomeMismatch  = "outcome_mismatch"
-	KindLocationMismatch = "location_mismatch"
-	KindShadowError      = "shadow_error"
-	KindShadowTimeout    = "shadow_timeout"
-	KindShadowDropped    = "shadow_dropped"
-	KindStateDrift       = "state_drift"
+	KindOutcomeMismatch  DivergenceKind = "outcome_mismatch"
+	KindLocationMismatch DivergenceKind = "location_mismatch"
+	KindShadowError      DivergenceKind = "shadow_error"
+	KindShadowTimeout    DivergenceKind = "shadow_timeout"
+	KindShadowDropped    DivergenceKind = "shadow_dropped"
+	KindStateDrift       DivergenceKind = "state_drift"
 )
 
 // DivergenceKinds lists every kind, in report order.
-var DivergenceKinds = []string{
+var DivergenceKinds = []DivergenceKind{
 	KindOutcomeMismatch, KindLocationMismatch, KindShadowError,
 	KindShadowTimeout, KindShadowDropped, KindStateDrift,
 }
 
+// KindNames lists every divergence kind, in report order, joined by sep.
+func KindNames(sep string) string {
+	s := ""
+	for i, k := range DivergenceKinds {
+		if i > 0 {
+			s += sep
+		}
+		s += string(k)
+	}
+	return s
+}
+
+// Op is an operation that is dual-written and compared, or the audit.
+type Op string
+
 // Operations that are dual-written and compared.
 const (
-	OpReserve  = "reserve"
-	OpClaim    = "claim"
-	OpRelease  = "release"
-	OpSetStock = "set_on_hand"
-	OpAudit    = "audit"
+	OpReserve  Op = "reserve"
+	OpClaim    Op = "claim"
+	OpRelease  Op = "release"
+	OpSetStock Op = "set_on_hand"
+	OpAudit    Op = "audit"
 )
+
+// OutcomeStatus is what a store answered to one operation: a reservation
+// status on success, the error code on failure, or one of the Outcome
+// statuses below.
+type OutcomeStatus string
 
 // Statuses of an Outcome that are neither a reservation status nor an error
-// code: what the router saw of a shadow operation.
+// code: what the router saw of a shadow operation, and what the sweep and
+// the audit saw of a store.
 const (
 	// OutcomeOK is a stock count that the store followed.
-	OutcomeOK = "ok"
+	OutcomeOK OutcomeStatus = "ok"
 	// OutcomeTimeout is a shadow operation that ran out of shadow.timeout:
 	// its answer was lost, not necessarily its work.
-	OutcomeTimeout = "timeout"
+	OutcomeTimeout OutcomeStatus = "timeout"
 	// OutcomeDropped is a shadow operation not run: the in-flight cap was
 	// reached (the cart is converged later instead).
-	OutcomeDropped = "dropped"
+	OutcomeDropped OutcomeStatus = "dropped"
 	// OutcomeSkipped is a claim or release the shadow does not follow,
 	// because the source of truth did not settle it.
-	OutcomeSkipped = "skipped"
+	OutcomeSkipped OutcomeStatus = "skipped"
+	// OutcomeNoHold is a cart a store holds nothing for, as the sweep
+	// found it.
+	OutcomeNoHold OutcomeStatus = "no_hold"
+	// OutcomeMissing is a position a store does not count, as the audit
+	// found it.
+	OutcomeMissing OutcomeStatus = "missing"
 )
 
+// StatusOf returns the outcome status of a reservation status.
+func StatusOf(s Status) OutcomeStatus { return OutcomeStatus(s) }
+
+// Is reports whether the outcome is the reservation status s.
+func (s OutcomeStatus) Is(st Status) bool { return s == OutcomeStatus(st) }
+
 // Failed reports whether the store gave no answer about the reservation: it
-// could not be reached or failed (unavailable, internal), the answer was
-// lost (timeout), or the operation never ran (dropped, skipped).
+// failed (StoreFailed), the answer was lost (timeout), or the operation
+// never ran (dropped, skipped, or no status at all).
 func (o Outcome) Failed() bool {
 	switch o.Status {
-	case "", EUNAVAILABLE, EINTERNAL, OutcomeTimeout, OutcomeDropped, OutcomeSkipped:
+	case "", OutcomeTimeout, OutcomeDropped, OutcomeSkipped:
 		return true
 	}
-	return false
+	return o.StoreFailed()
+}
+
+// StoreFailed reports whether the store itself failed: it could not be
+// reached or failed inside (unavailable, internal). The automatic abort
+// counts these of the source of truth.
+func (o Outcome) StoreFailed() bool {
+	return o.Status == EUNAVAILABLE || o.Status == EINTERNAL
 }
 
 // Outcome is what one store answered to one operation.
 type Outcome struct {
 	Store string `json:"store"`
 	// Status is the reservation status on success, or the error code.
-	Status string `json:"status"`
-	Lines  []Line `json:"lines,omitempty"`
+	Status OutcomeStatus `json:"status"`
+	Lines  []Line        `json:"lines,omitempty"`
 	// Replayed is the reservation's Replayed flag (a repeated request).
 	Replayed bool `json:"replayed,omitempty"`
 	// ExpiresAt is the hold's expiry, for a reservation.
@@ -75,11 +119,11 @@ type Outcome struct {
 func OutcomeOf(store string, res *Reservation, err error, latency time.Duration) Outcome {
 	o := Outcome{Store: store, Latency: latency, LatencyMS: float64(latency.Microseconds()) / 1000}
 	if err != nil {
-		o.Status, o.Message = ErrorCode(err), ErrorMessage(err)
+		o.Status, o.Message = OutcomeStatus(ErrorCode(err)), ErrorMessage(err)
 		return o
 	}
 	if res != nil {
-		o.Status, o.Lines, o.Replayed, o.ExpiresAt = string(res.Status), res.Lines, res.Replayed, res.ExpiresAt
+		o.Status, o.Lines, o.Replayed, o.ExpiresAt = StatusOf(res.Status), res.Lines, res.Replayed, res.ExpiresAt
 	}
 	return o
 }
@@ -88,14 +132,14 @@ func OutcomeOf(store string, res *Reservation, err error, latency time.Duration)
 type Comparison struct {
 	At            time.Time
 	Pod           string
-	Op            string
+	Op            Op
 	ShopID        int64
 	CartToken     string
 	SourceOfTruth string
 	Primary       Outcome
 	Shadow        Outcome
 	// Kind is "" for a match, else one of the divergence kinds.
-	Kind string
+	Kind DivergenceKind
 	// Repaired is true when the shadow first answered differently only
 	// because of contention (at the sold-out boundary its units were briefly
 	// taken by carts the SoT refused, or the other way round; or another
@@ -107,16 +151,16 @@ type Comparison struct {
 // Divergence is a persisted comparison that did not match, or a drift found
 // by the audit.
 type Divergence struct {
-	ID            int64     `json:"id"`
-	At            time.Time `json:"at"`
-	Pod           string    `json:"pod"`
-	Op            string    `json:"op"`
-	Kind          string    `json:"kind"`
-	CartToken     string    `json:"cart_token,omitempty"`
-	ShopID        int64     `json:"shop_id,omitempty"`
-	SourceOfTruth string    `json:"source_of_truth"`
-	Primary       Outcome   `json:"primary"`
-	Shadow        Outcome   `json:"shadow"`
+	ID            int64          `json:"id"`
+	At            time.Time      `json:"at"`
+	Pod           string         `json:"pod"`
+	Op            Op             `json:"op"`
+	Kind          DivergenceKind `json:"kind"`
+	CartToken     string         `json:"cart_token,omitempty"`
+	ShopID        int64          `json:"shop_id,omitempty"`
+	SourceOfTruth string         `json:"source_of_truth"`
+	Primary       Outcome        `json:"primary"`
+	Shadow        Outcome        `json:"shadow"`
 }
 
 // Drift is one position whose stores disagree with the ledger.

@@ -201,14 +201,14 @@ type LatencyStats struct {
 // Report is a pod's entry of GET /admin/report: its comparisons over the
 // gate window.
 type Report struct {
-	Pod            string                  `json:"pod"`
-	Mode           Mode                    `json:"mode"`
-	Window         string                  `json:"window"`
-	Comparisons    int64                   `json:"comparisons"`
-	Matches        int64                   `json:"matches"`
-	Divergences    map[string]int64        `json:"divergences"`
-	DivergenceRate float64                 `json:"divergence_rate"`
-	LatencyMS      map[string]LatencyStats `json:"latency_ms"`
+	Pod            string                   `json:"pod"`
+	Mode           Mode                     `json:"mode"`
+	Window         string                   `json:"window"`
+	Comparisons    int64                    `json:"comparisons"`
+	Matches        int64                    `json:"matches"`
+	Divergences    map[DivergenceKind]int64 `json:"divergences"`
+	DivergenceRate float64                  `json:"divergence_rate"`
+	LatencyMS      map[string]LatencyStats  `json:"latency_ms"`
 	// Convergence is the shadow's convergence on this instance (extension;
 	// absent when the instance does not route the pod).
 	Convergence *Convergence `json:"convergence,omitempty"`
@@ -233,7 +233,7 @@ type Convergence struct {
 // DivergenceFilter selects divergences, newest first.
 type DivergenceFilter struct {
 	Pod   string
-	Kind  string
+	Kind  DivergenceKind
 	Limit int
 }
 

@@ -38,8 +38,8 @@ const (
 )
 
 // kindIndex maps a divergence kind to its slot in a bucket's counts.
-var kindIndex = func() map[string]int {
-	m := make(map[string]int, len(tandem.DivergenceKinds))
+var kindIndex = func() map[tandem.DivergenceKind]int {
+	m := make(map[tandem.DivergenceKind]int, len(tandem.DivergenceKinds))
 	for i, k := range tandem.DivergenceKinds {
 		m[k] = i
 	}
@@ -160,7 +160,7 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 	b := p.bucket(idx, c.nBuckets)
 	b.comparisons++
 	p.total.comparisons++
-	if failed(cmp.Primary.Status) {
+	if cmp.Primary.StoreFailed() {
 		b.sotErrors++
 		p.total.sotErrors++
 	}
@@ -240,11 +240,11 @@ func (c *Comparator) RecordAudit(a tandem.Audit) {
 	}
 }
 
-func availableStatus(v *int64) string {
+func availableStatus(v *int64) tandem.OutcomeStatus {
 	if v == nil {
-		return "missing"
+		return tandem.OutcomeMissing
 	}
-	return fmt.Sprintf("available=%d", *v)
+	return tandem.OutcomeStatus(fmt.Sprintf("available=%d", *v))
 }
 
 func driftMessage(d tandem.Drift) string {
@@ -294,7 +294,7 @@ func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
 		Window:         FormatWindow(c.cfg.Window),
 		Comparisons:    w.comparisons,
 		Matches:        w.comparisons - w.divergences(),
-		Divergences:    make(map[string]int64, numKinds),
+		Divergences:    make(map[tandem.DivergenceKind]int64, numKinds),
 		DivergenceRate: w.rate(),
 		LatencyMS:      make(map[string]tandem.LatencyStats, 2),
 	}
@@ -324,7 +324,7 @@ type PodStats struct {
 	// SourceOfTruthErrors counts comparisons whose source of truth failed.
 	SourceOfTruthErrors int64
 	// Divergences counts per kind.
-	Divergences map[string]int64
+	Divergences map[tandem.DivergenceKind]int64
 }
 
 // Stats is a snapshot of the comparator's cumulative counts.
@@ -352,7 +352,7 @@ func (c *Comparator) Stats() Stats {
 	defer c.mu.RUnlock()
 	for name, p := range c.pods {
 		p.mu.Lock()
-		ps := PodStats{Comparisons: p.total.comparisons, SourceOfTruthErrors: p.total.sotErrors, Divergences: make(map[string]int64, numKinds)}
+		ps := PodStats{Comparisons: p.total.comparisons, SourceOfTruthErrors: p.total.sotErrors, Divergences: make(map[tandem.DivergenceKind]int64, numKinds)}
 		for i, k := range tandem.DivergenceKinds {
 			ps.Divergences[k] = p.total.kinds[i]
 		}
@@ -509,12 +509,6 @@ type counts struct {
 	sotErrors int64
 	// kinds is indexed like tandem.DivergenceKinds.
 	kinds [6]int64
-}
-
-// failed reports whether a source-of-truth status is a store failure rather
-// than an answer.
-func failed(status string) bool {
-	return status == tandem.EUNAVAILABLE || status == tandem.EINTERNAL
 }
 
 // podCounts is one pod's ring of buckets; index i of time lives in slot

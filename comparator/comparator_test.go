@@ -75,7 +75,7 @@ func (l *memLog) len() int {
 	return len(l.ds)
 }
 
-func comparison(pod, kind string) tandem.Comparison {
+func comparison(pod string, kind tandem.DivergenceKind) tandem.Comparison {
 	return tandem.Comparison{
 		Pod: pod, Op: tandem.OpReserve, ShopID: 1, CartToken: "c-1", SourceOfTruth: tandem.StoreRedis,
 		Primary: tandem.Outcome{Store: tandem.StoreRedis, Status: "reserved", Latency: time.Millisecond},
@@ -114,7 +114,7 @@ func TestComparator_Window(t *testing.T) {
 		if r.Matches != 96 {
 			t.Errorf("matches: got %d, want 96", r.Matches)
 		}
-		want := map[string]int64{
+		want := map[tandem.DivergenceKind]int64{
 			tandem.KindOutcomeMismatch: 1, tandem.KindLocationMismatch: 0, tandem.KindShadowError: 0,
 			tandem.KindShadowTimeout: 2, tandem.KindShadowDropped: 1, tandem.KindStateDrift: 0,
 		}
@@ -353,7 +353,7 @@ func TestComparator_ConcurrentRecord(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 1000 {
-				kind := ""
+				var kind tandem.DivergenceKind
 				if i%100 == 0 {
 					kind = tandem.KindOutcomeMismatch
 				}

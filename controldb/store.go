@@ -468,7 +468,7 @@ func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) e
 		if err != nil {
 			return fmt.Errorf("encode shadow outcome: %w", err)
 		}
-		args = append(args, d.At.UTC(), clip(d.Pod, 64), clip(d.Op, 32), clip(d.Kind, 32), clip(d.CartToken, 128),
+		args = append(args, d.At.UTC(), clip(d.Pod, 64), clip(string(d.Op), 32), clip(string(d.Kind), 32), clip(d.CartToken, 128),
 			d.ShopID, clip(d.SourceOfTruth, 16), string(primary), string(shadow))
 	}
 	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {

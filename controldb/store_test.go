@@ -245,7 +245,7 @@ func TestStore_Divergences(t *testing.T) {
 		for i := range 6 {
 			batch = append(batch, tandem.Divergence{
 				At: at.Add(time.Duration(i) * time.Second), Pod: []string{"pod-a", "pod-b"}[i%2], Op: tandem.OpReserve,
-				Kind:      []string{tandem.KindOutcomeMismatch, tandem.KindShadowTimeout, tandem.KindOutcomeMismatch}[i%3],
+				Kind:      []tandem.DivergenceKind{tandem.KindOutcomeMismatch, tandem.KindShadowTimeout, tandem.KindOutcomeMismatch}[i%3],
 				CartToken: fmt.Sprintf("c-%d", i), ShopID: 1, SourceOfTruth: tandem.StoreRedis,
 				Primary: tandem.Outcome{Store: tandem.StoreRedis, Status: "reserved", Lines: []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}, LatencyMS: 1.5},
 				Shadow:  tandem.Outcome{Store: tandem.StoreMySQL, Status: tandem.EINSUFFICIENT, Message: "item 100 has 1 sellable unit"},
@@ -314,7 +314,7 @@ func TestStore_Divergences(t *testing.T) {
 		c := comparator.New(comparator.Config{Log: s})
 		c.Open()
 		for i := range 300 {
-			kind := ""
+			var kind tandem.DivergenceKind
 			if i%3 == 0 {
 				kind = tandem.KindLocationMismatch
 			}

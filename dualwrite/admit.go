@@ -77,10 +77,9 @@ func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
 // operation (reads follow the order without joining it). It returns
 // EUNAVAILABLE when ctx ends first. The caller must call done once.
 func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
-	r.init()
 	wait := r.fenceWait()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	fence := fenceTimer{deadline: time.Now().Add(wait)}
+	defer fence.stop()
 	expired := false
 	r.mu.Lock()
 	for {
@@ -93,7 +92,7 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 			r.mu.Unlock()
 			select {
 			case <-drained:
-			case <-timer.C:
+			case <-fence.C():
 				expired = true
 				r.fenced.Add(1)
 			case <-ctx.Done():
@@ -122,36 +121,63 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 		if prev == nil {
 			return o, nil
 		}
-		if !expired {
-			select {
-			case <-prev:
-				return o, nil
-			case <-timer.C:
-				r.fenced.Add(1)
-				return o, nil
-			case <-ctx.Done():
-			}
-		} else {
-			select {
-			case <-prev:
-				return o, nil
-			default:
-				r.fenced.Add(1)
-				return o, nil
-			}
+		return r.follow(ctx, o, prev, expired, &fence, wait)
+	}
+}
+
+// follow returns o once the cart's previous operation, prev, is done, or
+// at once when the admission's bound has run out (counted). It returns
+// EUNAVAILABLE when ctx ends first, keeping o's place in the cart's order
+// until prev is done, so the next operation still follows it.
+func (r *Router) follow(ctx context.Context, o *op, prev chan struct{}, expired bool, fence *fenceTimer, wait time.Duration) (*op, error) {
+	if !expired {
+		select {
+		case <-prev:
+			return o, nil
+		case <-fence.C():
+			r.fenced.Add(1)
+			return o, nil
+		case <-ctx.Done():
 		}
-		// The request gives up; its place in the cart's order is kept until
-		// the operation before it is done, so the next one still follows it.
-		go func() {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			select {
-			case <-prev:
-			case <-t.C:
-			}
-			o.done()
-		}()
-		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "cart %s is busy with an earlier request: %v", ck.token, ctx.Err())
+	} else {
+		select {
+		case <-prev:
+			return o, nil
+		default:
+			r.fenced.Add(1)
+			return o, nil
+		}
+	}
+	go func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-prev:
+		case <-t.C:
+		}
+		o.done()
+	}()
+	return nil, tandem.Errorf(tandem.EUNAVAILABLE, "cart %s is busy with an earlier request: %v", o.ck.token, ctx.Err())
+}
+
+// fenceTimer is an admission's bound, from its arrival; its timer is made
+// only when the admission has to wait, which is rare.
+type fenceTimer struct {
+	deadline time.Time
+	timer    *time.Timer
+}
+
+// C returns the channel that fires at the deadline.
+func (f *fenceTimer) C() <-chan time.Time {
+	if f.timer == nil {
+		f.timer = time.NewTimer(time.Until(f.deadline))
+	}
+	return f.timer.C
+}
+
+func (f *fenceTimer) stop() {
+	if f.timer != nil {
+		f.timer.Stop()
 	}
 }
 

@@ -36,7 +36,6 @@ func (r *Router) Audit(ctx context.Context) (*tandem.Audit, error) {
 }
 
 func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
-	r.init()
 	mode := r.Mode()
 	first, err := r.auditPass(ctx, mode, nil)
 	if err != nil {
@@ -46,7 +45,7 @@ func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
 	drifted := first.drifted
 	if len(drifted) > 0 {
 		select {
-		case <-time.After(r.AuditSettle):
+		case <-time.After(r.auditSettle()):
 		case <-ctx.Done():
 			return nil, tandem.Errorf(tandem.EUNAVAILABLE, "audit of pod %s: %v", r.Pod, ctx.Err())
 		}

@@ -63,7 +63,6 @@ func (r *Router) setBackfill(f func(p *BackfillProgress)) {
 // fails) this instance writes MySQL as the pod's shadow. It returns how
 // many holds it copied.
 func (r *Router) Backfill(ctx context.Context) (int, error) {
-	r.init()
 	r.backfillMu.Lock()
 	defer r.backfillMu.Unlock()
 	r.statsMu.Lock()
@@ -128,8 +127,30 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
 		return n, err
 	}
-	// Batches of shops, copied on backfillWorkers connections at once
-	// (disjoint shops: disjoint rows).
+	copied, err := r.copyShops(ctx, part, shops, byShop)
+	if err != nil {
+		return copied, err
+	}
+	// Catch up: what changed in Redis during the copy (operations admitted
+	// before following began, releases and claims racing a batch) is
+	// converged hold by hold.
+	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
+	for pass := 0; pass < 3; pass++ {
+		rep, err := r.Sweep(ctx)
+		if err != nil {
+			return copied, fmt.Errorf("backfill: catch up: %w", err)
+		}
+		if rep.Carts == 0 || rep.Converged == 0 {
+			break // what still differs is in flight: the shadow path has it
+		}
+	}
+	return copied, nil
+}
+
+// copyShops copies the holds of shops, in batches of about backfillHolds
+// holds copied on backfillWorkers connections at once (disjoint shops:
+// disjoint rows), and says how many it copied.
+func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, shops []int64, byShop map[int64][]tandem.Reservation) (int, error) {
 	type batch struct {
 		shops []int64
 		holds []tandem.Reservation
@@ -182,29 +203,14 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
 	}
-	if firstErr != nil {
-		return int(copied.Load()), firstErr
-	}
-	// Catch up: what changed in Redis during the copy (operations admitted
-	// before following began, releases and claims racing a batch) is
-	// converged hold by hold.
-	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
-	for pass := 0; pass < 3; pass++ {
-		rep, err := r.Sweep(ctx)
-		if err != nil {
-			return int(copied.Load()), fmt.Errorf("backfill: catch up: %w", err)
-		}
-		if rep.Carts == 0 || rep.Converged == 0 {
-			break // what still differs is in flight: the shadow path has it
-		}
-	}
-	return int(copied.Load()), nil
+	return int(copied.Load()), firstErr
 }
 
 // pauseShops makes the shadow work of shops wait (waitShop) until the
 // returned func is called.
 func (r *Router) pauseShops(shops []int64) (resume func()) {
 	done := make(chan struct{})
+	r.pausing.Add(1)
 	r.mu.Lock()
 	if r.paused == nil {
 		r.paused = map[int64]chan struct{}{}
@@ -222,12 +228,13 @@ func (r *Router) pauseShops(shops []int64) (resume func()) {
 		}
 		r.mu.Unlock()
 		close(done)
+		r.pausing.Add(-1)
 	}
 }
 
 // waitShop returns when the shop's shadow work may run.
 func (r *Router) waitShop(ctx context.Context, shop int64) {
-	for {
+	for r.pausing.Load() > 0 {
 		r.mu.Lock()
 		ch := r.paused[shop]
 		r.mu.Unlock()

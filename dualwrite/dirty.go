@@ -40,6 +40,10 @@ type dirtySet struct {
 	wake    chan struct{}
 }
 
+func newDirtySet() dirtySet {
+	return dirtySet{m: make(map[cartKey]*dirtyEntry), wake: make(chan struct{}, 1)}
+}
+
 // ConvergeObserver is told of every convergence of a cart; the metrics
 // satisfy it. sinceDivergence is zero unless the cart was dirty.
 type ConvergeObserver interface {
@@ -133,7 +137,6 @@ func (r *Router) wakeWorker() {
 
 // DirtyCarts returns how many carts wait to be converged.
 func (r *Router) DirtyCarts() int {
-	r.init()
 	r.dirty.mu.Lock()
 	defer r.dirty.mu.Unlock()
 	return len(r.dirty.m)
@@ -141,7 +144,6 @@ func (r *Router) DirtyCarts() int {
 
 // ConvergeStats returns the state of the router's convergence.
 func (r *Router) ConvergeStats() ConvergeStats {
-	r.init()
 	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
 	r.dirty.mu.Lock()
 	st.Dirty = len(r.dirty.m)
@@ -182,7 +184,7 @@ func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
 // sweeps the stores for carts and positions that differ every
 // SweepInterval. Close stops it.
 func (r *Router) Open() error {
-	r.init()
+	r.defaults()
 	if r.Dirty != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
@@ -204,7 +206,7 @@ func (r *Router) Open() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.closeMux.Lock()
 	defer r.closeMux.Unlock()
-	if r.closed || r.stopWorker != nil {
+	if r.closed.Load() || r.stopWorker != nil {
 		cancel()
 		return nil
 	}
@@ -345,8 +347,8 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 	if from == nil {
 		from = r.store(mode.SourceOfTruth())
 	}
-	prev, finish := r.enqueue(ck)
-	defer finish()
+	prev, line := r.enqueue(ck)
+	defer r.dequeue(ck, line)
 	if prev != nil {
 		select {
 		case <-prev:
@@ -445,12 +447,12 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if !stale {
 		return nil
 	}
-	prev, finish := r.enqueue(o.ck)
+	prev, line := r.enqueue(o.ck)
 	if prev != nil {
 		<-prev
 	}
 	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
-	finish()
+	r.dequeue(o.ck, line)
 	r.settleDirty(o.ck, gen, res, err)
 	if err != nil {
 		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,

@@ -38,10 +38,10 @@ func (r *recorder) Record(c tandem.Comparison) {
 	r.all = append(r.all, c)
 }
 
-func (r *recorder) kinds() map[string]int {
+func (r *recorder) kinds() map[tandem.DivergenceKind]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := map[string]int{}
+	m := map[tandem.DivergenceKind]int{}
 	for _, c := range r.all {
 		m[c.Kind]++
 	}
@@ -123,11 +123,14 @@ func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *con
 		fr: redisFaulty{newFaulty(rs)}, fm: newFaulty(ms)}
 	p.modes.set(mode)
 	shops, _ := tandem.ParseShopSet([]string{"1-1000000000"})
-	p.Router = &dualwrite.Router{
-		Pod: "pod-t", Shops: shops, Redis: p.fr, MySQL: p.fm, Ledger: ms.Ledger(),
-		Modes: p.modes, Kill: p.kill, Recorder: p.rec, Dirty: ms,
-		Now: clock.Now, // production defaults otherwise: shadow.timeout 250ms, max_inflight 256
-	}
+	// Production defaults otherwise: shadow.timeout 250ms, max_inflight 256.
+	p.Router = dualwrite.NewRouter("pod-t", shops, p.fr, p.fm)
+	p.Router.Ledger = ms.Ledger()
+	p.Router.Modes = p.modes
+	p.Router.Kill = p.kill
+	p.Router.Recorder = p.rec
+	p.Router.Dirty = ms
+	p.Router.Now = clock.Now
 	if err := p.Router.Open(); err != nil {
 		t.Fatal(err)
 	}

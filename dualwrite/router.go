@@ -3,9 +3,9 @@
 // compared with the SoT's and repaired when they differ. It knows nothing of
 // Redis or SQL: both stores are tandem.ReservationStore values.
 //
-// The shadow runs concurrently with the SoT, never in the buyer's way: the
-// buyer's answer returns as soon as the SoT answers, the shadow finishes on
-// its own under ShadowTimeout, at most MaxInflight shadow operations run per
+// The shadow never stands in the buyer's way: the buyer's answer returns as
+// soon as the SoT answers, the shadow runs after it on its own under
+// ShadowTimeout, at most MaxInflight shadow operations run per
 // pod (beyond that the shadow is skipped and recorded as shadow_dropped),
 // and the shadow operations of one cart run in order, so a claim never
 // overtakes the reserve it settles.
@@ -37,7 +37,17 @@ type Recorder interface {
 	Record(c tandem.Comparison)
 }
 
-// Router is one pod's dual-write router.
+// Defaults of the router's exported configuration fields.
+const (
+	DefaultShadowTimeout  = 250 * time.Millisecond
+	DefaultMaxInflight    = 256
+	DefaultTTL            = 10 * time.Minute
+	DefaultBackfillFollow = 10 * time.Second
+	DefaultSweepInterval  = 5 * time.Second
+)
+
+// Router is one pod's dual-write router. Build it with NewRouter, set the
+// exported fields, then Open it; Close stops it.
 type Router struct {
 	Pod   string
 	Shops tandem.ShopSet
@@ -79,16 +89,18 @@ type Router struct {
 	Logger Logger
 	Now    func() time.Time
 
-	once    sync.Once
-	slots   chan struct{}
-	wg      sync.WaitGroup
-	pending atomic.Int64 // shadow jobs in flight, for Wait
+	inflight atomic.Int64 // shadow jobs holding one of MaxInflight slots
+	wg       sync.WaitGroup
+	pending  atomic.Int64 // shadow jobs in flight, for Wait
 	// mu guards epoch and carts: the admission of every operation.
 	mu    sync.Mutex
 	epoch *epoch
 	// carts holds, per cart, the end of the SoT call of its latest admitted
 	// operation, for the order of the SoT's operations (admit).
 	carts map[cartKey]chan struct{}
+	// linesMu guards shadowCarts, apart from mu: every shadow job takes it
+	// twice, and admission need not wait for that.
+	linesMu sync.Mutex
 	// shadowCarts holds, per cart, the completion of its latest shadow job
 	// (with repair), for the order of the shadow's operations.
 	shadowCarts map[cartKey]chan struct{}
@@ -96,7 +108,7 @@ type Router struct {
 	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
 	// redis after a Backfill; 0 when not.
 	followUntil atomic.Int64
-	closed      bool
+	closed      atomic.Bool
 	closeMux    sync.Mutex
 
 	dirty      dirtySet
@@ -115,6 +127,9 @@ type Router struct {
 	// paused holds, per shop a backfill is rewriting, the channel closed
 	// when it is done (guarded by mu).
 	paused map[int64]chan struct{}
+	// pausing counts the pauses in force, so that shadow work outside a
+	// backfill never takes mu to look at paused.
+	pausing atomic.Int64
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -131,49 +146,67 @@ type cartKey struct {
 	token string
 }
 
-func (r *Router) init() {
-	r.once.Do(func() {
-		if r.ShadowTimeout <= 0 {
-			r.ShadowTimeout = 250 * time.Millisecond
-		}
-		if r.MaxInflight <= 0 {
-			r.MaxInflight = 256
-		}
-		if r.DefaultTTL <= 0 {
-			r.DefaultTTL = 10 * time.Minute
-		}
-		if r.BackfillFollow <= 0 {
-			r.BackfillFollow = 10 * time.Second
-		}
-		if r.AuditSettle <= 0 {
-			r.AuditSettle = 4 * r.ShadowTimeout
-		}
-		if r.SweepInterval <= 0 {
-			r.SweepInterval = 5 * time.Second
-		}
-		if r.Now == nil {
-			r.Now = time.Now
-		}
-		if r.Logger == nil {
-			r.Logger = nopLogger{}
-		}
-		r.dirty.m = make(map[cartKey]*dirtyEntry)
-		r.dirty.wake = make(chan struct{}, 1)
-		r.sweepCh = make(chan struct{}, 1)
-		r.results = make(map[ConvergeResult]int64)
-		r.slots = make(chan struct{}, r.MaxInflight)
-		r.carts = make(map[cartKey]chan struct{})
-		r.shadowCarts = make(map[cartKey]chan struct{})
-	})
+// NewRouter returns the router of pod over its two stores, ready to route,
+// with the default configuration: no mode source (redis), no kill switch,
+// recorder, ledger or dirty log, the wall clock and no logger. Set the
+// exported fields before Open and before the first request.
+func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
+	return &Router{
+		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
+		ShadowTimeout:  DefaultShadowTimeout,
+		MaxInflight:    DefaultMaxInflight,
+		DefaultTTL:     DefaultTTL,
+		BackfillFollow: DefaultBackfillFollow,
+		SweepInterval:  DefaultSweepInterval,
+		Now:            time.Now,
+		Logger:         nopLogger{},
+		carts:          make(map[cartKey]chan struct{}),
+		shadowCarts:    make(map[cartKey]chan struct{}),
+		dirty:          newDirtySet(),
+		sweepCh:        make(chan struct{}, 1),
+		results:        make(map[ConvergeResult]int64),
+	}
+}
+
+// defaults puts back the default of every configuration field set to zero.
+func (r *Router) defaults() {
+	if r.ShadowTimeout <= 0 {
+		r.ShadowTimeout = DefaultShadowTimeout
+	}
+	if r.MaxInflight <= 0 {
+		r.MaxInflight = DefaultMaxInflight
+	}
+	if r.DefaultTTL <= 0 {
+		r.DefaultTTL = DefaultTTL
+	}
+	if r.BackfillFollow <= 0 {
+		r.BackfillFollow = DefaultBackfillFollow
+	}
+	if r.SweepInterval <= 0 {
+		r.SweepInterval = DefaultSweepInterval
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.Logger == nil {
+		r.Logger = nopLogger{}
+	}
+}
+
+// auditSettle is AuditSettle, 4 x ShadowTimeout when unset.
+func (r *Router) auditSettle() time.Duration {
+	if r.AuditSettle > 0 {
+		return r.AuditSettle
+	}
+	return 4 * r.ShadowTimeout
 }
 
 // Close waits for the shadow operations in flight (new ones are dropped),
 // then stops the convergence worker, which writes the dirty carts left to
 // the DirtyLog. Safe to call twice.
 func (r *Router) Close() error {
-	r.init()
 	r.closeMux.Lock()
-	r.closed = true
+	r.closed.Store(true)
 	stop, done := r.stopWorker, r.workerDone
 	r.stopWorker = nil
 	r.closeMux.Unlock()
@@ -228,7 +261,6 @@ func (r *Router) stamp(res *tandem.Reservation, sot string) *tandem.Reservation 
 
 // Reserve holds the cart in the SoT and, concurrently, in the shadow.
 func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
-	r.init()
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -241,15 +273,9 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	if err := r.catchUp(ctx, o); err != nil {
 		return nil, err
 	}
-	sot, shadow := o.sot, o.shadow
-	req.Lines = append([]tandem.LineRequest(nil), req.Lines...) // the shadow reads it after we return
-	job := r.goShadow(ctx, o, tandem.OpReserve, true,
-		func(ctx context.Context, p tandem.Outcome) (*tandem.Reservation, error) {
-			// The shadow's copy ends with the SoT's hold, however late it lands.
-			shadowReq := req
-			shadowReq.ExpiresAt = p.ExpiresAt
-			return shadow.Reserve(ctx, shadowReq)
-		})
+	sot := o.sot
+	job := r.goShadow(ctx, o, tandem.OpReserve, shadowCall{req: req})
+	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -273,8 +299,7 @@ func (r *Router) Release(ctx context.Context, shopID int64, cartToken string) (*
 
 type settleFunc func(s tandem.ReservationStore, ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
 
-func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
-	r.init()
+func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
@@ -295,10 +320,8 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 	// settles its copy (the ledger's claim record makes its own deduction a
 	// no-op), and a request the SoT could not serve (503) changes nothing.
 	// A shadow that ends elsewhere is converged to the SoT's state.
-	job := r.goShadow(ctx, o, op, true,
-		func(ctx context.Context, _ tandem.Outcome) (*tandem.Reservation, error) {
-			return f(shadow, ctx, shopID, cartToken)
-		})
+	job := r.goShadow(ctx, o, op, shadowCall{shop: shopID, token: cartToken, settle: f})
+	defer job.lost()
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
@@ -330,7 +353,7 @@ func (r *Router) settle(ctx context.Context, op string, shopID int64, cartToken 
 // is the buyer's answer. A copy of a hold the SoT refused is discarded by
 // convergence, and until then the cart is dirty with the SoT as its
 // authority, which suspect checks before the other store is asked.
-func honoured(op string, o tandem.Outcome) bool {
+func honoured(op tandem.Op, o tandem.Outcome) bool {
 	if o.Failed() {
 		return false
 	}
@@ -342,7 +365,7 @@ func honoured(op string, o tandem.Outcome) bool {
 }
 
 // opGet names Get for honoured; it is not a dual-written operation.
-const opGet = "get"
+const opGet tandem.Op = "get"
 
 func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
@@ -353,7 +376,6 @@ func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID
 // Get returns the cart as the SoT knows it, or as the other store knows it
 // when the SoT never saw it.
 func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error) {
-	r.init()
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
 		return nil, err
 	}
@@ -379,7 +401,6 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 // maintains follow at once. A shadow that cannot follow is recorded as a
 // divergence; the buyer-facing answer is the SoT's.
 func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*tandem.Inventory, error) {
-	r.init()
 	if onHand < 0 || onHand > tandem.MaxOnHand {
 		return nil, tandem.Errorf(tandem.EINVALID, "on_hand must be 0..%d", tandem.MaxOnHand)
 	}
@@ -428,7 +449,6 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 // Inventory returns the position as the SoT sees it, with each maintained
 // store's view.
 func (r *Router) Inventory(ctx context.Context, key tandem.Key) (*tandem.Inventory, error) {
-	r.init()
 	mode, sot, shadow := r.route()
 	c, err := sot.Counters(ctx, key)
 	if err != nil {
@@ -458,57 +478,7 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 // extend it). Tests and the soak use it to reach a state at rest; unlike
 // Close it may run concurrently with new requests.
 func (r *Router) Wait() {
-	r.init()
 	for r.pending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
-}
-
-func (r *Router) record(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
-	if r.Recorder == nil {
-		return
-	}
-	r.Recorder.Record(r.comparison(mode, op, shopID, token, primary, shadow, timedOut, repaired))
-}
-
-func (r *Router) comparison(mode tandem.Mode, op string, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
-	kind := ""
-	if !repaired {
-		kind = Classify(primary, shadow, timedOut)
-	}
-	return tandem.Comparison{
-		At: r.Now(), Pod: r.Pod, Op: op, ShopID: shopID, CartToken: token,
-		SourceOfTruth: mode.SourceOfTruth(), Primary: primary, Shadow: shadow,
-		Kind: kind, Repaired: repaired,
-	}
-}
-
-// Classify returns "" when the shadow reached the primary's outcome, else
-// the divergence kind.
-func Classify(primary, shadow tandem.Outcome, timedOut bool) string {
-	switch {
-	case shadow.Status == tandem.OutcomeDropped:
-		return tandem.KindShadowDropped
-	case timedOut || shadow.Status == tandem.OutcomeTimeout:
-		return tandem.KindShadowTimeout
-	case shadow.Status == tandem.EUNAVAILABLE || shadow.Status == tandem.EINTERNAL:
-		return tandem.KindShadowError
-	case primary.Status != shadow.Status:
-		return tandem.KindOutcomeMismatch
-	case !sameLines(primary.Lines, shadow.Lines):
-		return tandem.KindLocationMismatch
-	}
-	return ""
-}
-
-func sameLines(a, b []tandem.Line) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -249,8 +249,13 @@ func TestRouter_ShadowBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := &slowStore{ReservationStore: p.mysql, delay: time.Hour}
-	r := &dualwrite.Router{Pod: p.Pod, Shops: p.Shops, Redis: p.redis, MySQL: slow, Ledger: p.Ledger,
-		Modes: p.modes, Kill: p.kill, Recorder: p.rec, ShadowTimeout: 100 * time.Millisecond, MaxInflight: 4}
+	r := dualwrite.NewRouter(p.Pod, p.Shops, p.redis, slow)
+	r.Ledger = p.Ledger
+	r.Modes = p.modes
+	r.Kill = p.kill
+	r.Recorder = p.rec
+	r.ShadowTimeout = 100 * time.Millisecond
+	r.MaxInflight = 4
 	defer r.Close()
 	var wg sync.WaitGroup
 	var failed atomic.Int64

@@ -18,14 +18,52 @@ import (
 // (dirty.go), so nothing is given up.
 //
 // The jobs of one cart run one after the other, in admission order: a job
-// starts only when its predecessor, convergence included, has finished.
+// starts only when its predecessor, convergence included, has finished. A
+// job takes its in-flight slot and its place in the cart's line when its
+// operation is admitted, and its goroutine only once the SoT answered:
+// nothing waits on the SoT's answer but the request itself.
 // The wait in line has no time limit of its own (every store call of the
 // job before it has one); ShadowTimeout bounds each store call.
 
-// shadowJob is one shadow operation in flight.
+// shadowJob is one shadow operation, admitted with its SoT operation and
+// started once the SoT answered (primary).
 type shadowJob struct {
-	primaryCh chan tandem.Outcome // the SoT's outcome, sent once
-	rawCh     chan shadowAnswer   // the shadow's first answer, sent once
+	r    *Router
+	o    *op
+	op   tandem.Op
+	base context.Context
+	call shadowCall
+	// dropped: the in-flight cap was reached; the job runs no shadow work.
+	dropped bool
+	// prev is closed when the cart's job before this one is done (nil when
+	// there is none); line is this job's place in the cart's line.
+	prev <-chan struct{}
+	line chan struct{}
+	// started is set by primary or lost, in the request's goroutine.
+	started bool
+	// rawCh carries the shadow's first answer, sent once, to a settle that
+	// may answer the buyer from it (nil for a reserve).
+	rawCh chan shadowAnswer
+}
+
+// shadowCall is the operation a shadow job runs on the shadow store: a
+// reserve, or a claim or release (settle).
+type shadowCall struct {
+	req    tandem.ReserveRequest
+	shop   int64
+	token  string
+	settle settleFunc
+}
+
+// run runs the call on s once the SoT answered p.
+func (c *shadowCall) run(ctx context.Context, s tandem.ReservationStore, p tandem.Outcome) (*tandem.Reservation, error) {
+	if c.settle != nil {
+		return c.settle(s, ctx, c.shop, c.token)
+	}
+	// The shadow's copy ends with the SoT's hold, however late it lands.
+	req := c.req
+	req.ExpiresAt = p.ExpiresAt
+	return s.Reserve(ctx, req)
 }
 
 // shadowAnswer is the shadow store's answer to the operation.
@@ -35,16 +73,40 @@ type shadowAnswer struct {
 	err     error
 }
 
-// primary hands the SoT's outcome to the shadow job (no-op without one).
+// primary hands the SoT's outcome to the shadow job and starts it (no-op
+// without one, or when it has started).
 func (j *shadowJob) primary(o tandem.Outcome) {
-	if j != nil {
-		j.primaryCh <- o
+	if j == nil || j.started {
+		return
 	}
+	j.started = true
+	j.start(o, true)
+}
+
+// lost starts a job whose SoT call never answered (it panicked): its answer
+// is lost, so the cart is converged later. Callers defer it; a no-op once
+// primary ran.
+func (j *shadowJob) lost() {
+	if j == nil || j.started {
+		return
+	}
+	j.started = true
+	j.start(tandem.Outcome{}, false)
+}
+
+func (j *shadowJob) start(p tandem.Outcome, havePrimary bool) {
+	if j.dropped {
+		// Nothing to run: recorded at once, in the request's goroutine
+		// (markDirty and Record never block).
+		j.r.endDropped(j, p, havePrimary)
+		return
+	}
+	go j.r.runShadow(j, p, havePrimary)
 }
 
 // wait returns the shadow's first answer, if it comes within d.
 func (j *shadowJob) wait(ctx context.Context, d time.Duration) (shadowAnswer, bool) {
-	if j == nil {
+	if j == nil || j.rawCh == nil {
 		return shadowAnswer{}, false
 	}
 	t := time.NewTimer(d)
@@ -60,143 +122,140 @@ func (j *shadowJob) wait(ctx context.Context, d time.Duration) (shadowAnswer, bo
 
 // answer hands the shadow's answer (or its absence) to the waiting request.
 func (j *shadowJob) answer(o tandem.Outcome, res *tandem.Reservation, err error) {
-	j.rawCh <- shadowAnswer{outcome: o, res: res, err: err}
+	if j.rawCh != nil {
+		j.rawCh <- shadowAnswer{outcome: o, res: res, err: err}
+	}
 }
 
-// primaryWait bounds how long a shadow job waits for the SoT's outcome
-// before it gives up comparing (the SoT call is bounded by the request).
-const primaryWait = 30 * time.Second
-
 // enqueue puts a job in the cart's line: prev is closed when the job before
-// it is done (nil when there is none), and finish must be called once when
-// this job is done.
-func (r *Router) enqueue(ck cartKey) (prev <-chan struct{}, finish func()) {
-	done := make(chan struct{})
-	r.mu.Lock()
+// it is done (nil when there is none), and dequeue(ck, line) must be called
+// once when this job is done.
+func (r *Router) enqueue(ck cartKey) (prev <-chan struct{}, line chan struct{}) {
+	line = make(chan struct{})
+	r.linesMu.Lock()
 	if p, ok := r.shadowCarts[ck]; ok {
 		prev = p
 	}
-	r.shadowCarts[ck] = done
-	r.mu.Unlock()
-	return prev, func() {
-		close(done)
-		r.mu.Lock()
-		if r.shadowCarts[ck] == done {
-			delete(r.shadowCarts, ck)
-		}
-		r.mu.Unlock()
+	r.shadowCarts[ck] = line
+	r.linesMu.Unlock()
+	return prev, line
+}
+
+// dequeue ends the job enqueue put in the cart's line.
+func (r *Router) dequeue(ck cartKey, line chan struct{}) {
+	close(line)
+	r.linesMu.Lock()
+	if r.shadowCarts[ck] == line {
+		delete(r.shadowCarts, ck)
 	}
+	r.linesMu.Unlock()
 }
 
 // takeSlot takes one of MaxInflight shadow slots, false when none is free
-// or the router is closed. The caller gives it back with <-r.slots.
+// or the router is closed. The caller gives it back with freeSlot.
 func (r *Router) takeSlot() bool {
-	r.closeMux.Lock()
-	defer r.closeMux.Unlock()
-	if r.closed {
+	if r.closed.Load() {
 		return false
 	}
-	select {
-	case r.slots <- struct{}{}:
-		return true
-	default:
+	if r.inflight.Add(1) > int64(r.MaxInflight) {
+		r.inflight.Add(-1)
 		return false
 	}
+	return true
 }
 
-// goShadow runs op on the admitted operation's shadow store; then, once the
-// SoT's outcome is known, the comparison and, when they differ, the
-// convergence of the cart. The operation stays open in its epoch until the
-// job is done, so that a change of SoT waits for it (admit). It returns nil
-// when the mode has no shadow.
-func (r *Router) goShadow(ctx context.Context, o *op, op string, afterPrimary bool,
-	run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) *shadowJob {
+// freeSlot gives back a slot takeSlot took.
+func (r *Router) freeSlot() { r.inflight.Add(-1) }
+
+// goShadow admits op on the admitted operation's shadow store: it takes an
+// in-flight slot and the job's place in the cart's line now, and the job
+// starts once the SoT answered (primary): the shadow operation, the
+// comparison and, when they differ, the convergence of the cart. The
+// operation stays open in its epoch until the job is done, so that a
+// change of SoT waits for it (admit). It returns nil when the mode has no
+// shadow. The caller hands the job the SoT's outcome with primary, and
+// defers lost in case it never can.
+func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, call shadowCall) *shadowJob {
 	if o.shadow == nil {
 		return nil
 	}
-	job := &shadowJob{primaryCh: make(chan tandem.Outcome, 1), rawCh: make(chan shadowAnswer, 1)}
-	admitted := r.takeSlot()
+	// The shadow reads the lines after the request returned.
+	call.req.Lines = append([]tandem.LineRequest(nil), call.req.Lines...)
+	job := &shadowJob{r: r, o: o, op: op, call: call, base: context.WithoutCancel(ctx)}
+	if call.settle != nil {
+		job.rawCh = make(chan shadowAnswer, 1)
+	}
+	job.dropped = !r.takeSlot()
 	r.wg.Add(1)
 	r.pending.Add(1)
 	o.hold()
-	base := context.WithoutCancel(ctx)
-	if !admitted {
-		// Dropped: no shadow work now; the cart is converged later, and the
-		// comparison is still recorded once the SoT answers. The goroutine
-		// only waits on a buffered channel.
-		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
-		job.answer(dropped, nil, nil)
-		go func() {
-			defer r.wg.Done()
-			defer r.pending.Add(-1)
-			defer o.unref()
-			p, ok := waitOutcome(job.primaryCh)
-			if ok && afterPrimary && !follows(op, p) && !p.Failed() {
-				return // the shadow would not have followed it anyway
-			}
-			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeDropped)
-			if ok && !p.Failed() {
-				r.record(o.mode, op, o.ck.shop, o.ck.token, p, dropped, false, false)
-			}
-		}()
+	if job.dropped {
+		// No shadow work now; the cart is converged later, and the
+		// comparison is still recorded once the SoT answers.
+		job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}, nil, nil)
 		return job
 	}
-	prev, finish := r.enqueue(o.ck)
-	go func() {
-		defer r.wg.Done()
-		defer r.pending.Add(-1)
-		defer o.unref()
-		defer finish()
-		defer func() { <-r.slots }()
-		r.runShadow(base, o, op, afterPrimary, prev, job, run)
-	}()
+	job.prev, job.line = r.enqueue(o.ck)
 	return job
 }
 
-// runShadow is the body of a shadow job, in the cart's line.
-func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary bool, prev <-chan struct{},
-	job *shadowJob, run func(ctx context.Context, primary tandem.Outcome) (*tandem.Reservation, error)) {
-	var p tandem.Outcome
-	havePrimary := false
-	if afterPrimary {
-		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary || !follows(op, p) {
-			job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
-			if !havePrimary || p.Failed() {
-				// The SoT's answer was lost: it may have settled the cart.
-				r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeSkipped)
-			}
-			return
-		}
+// endDropped ends a dropped job once the SoT answered p (havePrimary) or
+// its answer was lost.
+func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
+	o := j.o
+	defer r.wg.Done()
+	defer r.pending.Add(-1)
+	defer o.unref()
+	if havePrimary && !follows(j.op, p) && !p.Failed() {
+		return // the shadow would not have followed it anyway
 	}
-	if prev != nil {
-		<-prev
+	r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped))
+	if havePrimary && !p.Failed() {
+		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
+		r.record(o.mode, j.op, o.ck.shop, o.ck.token, p, dropped, false, false)
+	}
+}
+
+// runShadow is the body of a shadow job, in the cart's line, once the SoT
+// answered p (havePrimary) or its answer was lost.
+func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
+	o, op, base := j.o, j.op, j.base
+	defer r.wg.Done()
+	defer r.pending.Add(-1)
+	defer o.unref()
+	defer r.dequeue(o.ck, j.line)
+	defer r.freeSlot()
+	if !havePrimary || !follows(op, p) {
+		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
+		if !havePrimary || p.Failed() {
+			// The SoT's answer was lost: it may have settled the cart.
+			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped))
+		}
+		return
+	}
+	if j.prev != nil {
+		<-j.prev
 	}
 	r.waitShop(base, o.ck.shop)
-	if havePrimary && p.Status == tandem.ENOTFOUND && r.suspect(base, o.ck, o.sot.Name()) {
+	if p.Status == tandem.ENOTFOUND && r.suspect(base, o.ck, o.sot.Name()) {
 		// The shadow's copy may be a hold the SoT refused, still to be
 		// discarded: it is converged, never claimed or released for the
 		// buyer.
-		job.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
+		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		r.markDirty(o.ck, o.sot.Name(), "suspect copy")
 		return
 	}
 	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 	start := time.Now()
-	res, err := run(sctx, p)
+	res, err := j.call.run(sctx, o.shadow, p)
 	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
 	cancel()
 	sh := tandem.OutcomeOf(o.shadow.Name(), res, err, time.Since(start))
 	if timedOut {
 		sh.Status = tandem.OutcomeTimeout
 	}
-	job.answer(sh, res, err)
+	j.answer(sh, res, err)
 
-	if !havePrimary {
-		if p, havePrimary = waitOutcome(job.primaryCh); !havePrimary {
-			r.markDirty(o.ck, o.sot.Name(), tandem.OutcomeTimeout)
-			return
-		}
-	}
 	repaired, deferred := r.reconcile(base, o, op, p, sh)
 	if !p.Failed() && !deferred {
 		r.record(o.mode, op, o.ck.shop, o.ck.token, p, sh, timedOut, repaired)
@@ -214,7 +273,7 @@ func (r *Router) runShadow(base context.Context, o *op, op string, afterPrimary 
 // queued behind the sold-out boundary's slow path) is deferred: its
 // comparison is recorded when the worker has converged the cart, as a
 // match, or as the divergence it was when the cart does not converge.
-func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.Outcome) (repaired, deferred bool) {
+func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tandem.Outcome) (repaired, deferred bool) {
 	if !p.Failed() && p.Status == sh.Status && sameLines(p.Lines, sh.Lines) {
 		return false, false
 	}
@@ -229,7 +288,7 @@ func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.O
 	r.observe(res, err, 0)
 	cont := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
-		cause := sh.Status
+		cause := string(sh.Status)
 		if err != nil {
 			cause = "converge: " + tandem.ErrorMessage(err)
 		}
@@ -248,8 +307,8 @@ func (r *Router) reconcile(ctx context.Context, o *op, op string, p, sh tandem.O
 // sold-out boundary makes them differ: one store held and the other was
 // short, or both held in other groups.
 func contention(p, sh tandem.Outcome) bool {
-	held := func(s string) bool { return s == string(tandem.StatusReserved) }
-	short := func(s string) bool { return s == tandem.EINSUFFICIENT }
+	held := func(s tandem.OutcomeStatus) bool { return s.Is(tandem.StatusReserved) }
+	short := func(s tandem.OutcomeStatus) bool { return s == tandem.EINSUFFICIENT }
 	switch {
 	case held(p.Status) && held(sh.Status):
 		return true // other groups
@@ -259,23 +318,12 @@ func contention(p, sh tandem.Outcome) bool {
 	return false
 }
 
-func waitOutcome(ch chan tandem.Outcome) (tandem.Outcome, bool) {
-	t := time.NewTimer(primaryWait)
-	defer t.Stop()
-	select {
-	case o := <-ch:
-		return o, true
-	case <-t.C:
-		return tandem.Outcome{}, false
-	}
-}
-
 // follows reports whether the shadow runs op once the SoT answered p: a
 // reserve the SoT answered (granted or refused: the shadow's answer is
 // compared), not one it could not serve (a 503 changes nothing anywhere;
 // the cart is converged once the SoT answers again, in case its work
 // landed); a claim or release as settles says.
-func follows(op string, p tandem.Outcome) bool {
+func follows(op tandem.Op, p tandem.Outcome) bool {
 	if op == tandem.OpReserve {
 		return !p.Failed()
 	}
@@ -292,7 +340,7 @@ func follows(op string, p tandem.Outcome) bool {
 // release of a cart the SoT sold would put sold units back on sale.
 func settles(p tandem.Outcome) bool {
 	switch p.Status {
-	case string(tandem.StatusClaimed), string(tandem.StatusReleased), tandem.ENOTFOUND:
+	case tandem.StatusOf(tandem.StatusClaimed), tandem.StatusOf(tandem.StatusReleased), tandem.ENOTFOUND:
 		return true
 	}
 	return false

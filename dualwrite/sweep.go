@@ -64,7 +64,6 @@ func deref(p *int64) any {
 // ledger in each store and between the stores. It reads a snapshot of
 // each store one after the other: with traffic, holds in flight show.
 func (r *Router) Diff(ctx context.Context) (*Diff, error) {
-	r.init()
 	return r.diff(ctx, r.Mode())
 }
 
@@ -152,7 +151,6 @@ type SweepReport struct {
 // position of the shadow that still disagrees with the ledger, when no
 // shadow work is in flight on this instance.
 func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
-	r.init()
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
 	mode := r.routeMode()
@@ -171,45 +169,7 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, convergeParallel)
-	for _, c := range d.Carts {
-		ck := cartKey{c.ShopID, c.CartToken}
-		if r.isDirty(ck) {
-			continue // the worker has it, with the authority that answered the buyer
-		}
-		if touches(c, lost) {
-			continue // the SoT lost its count there: resync, not convergence
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			prev, finish := r.enqueue(ck)
-			if prev != nil {
-				<-prev
-			}
-			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
-			finish()
-			if res != ConvergeEqual || err != nil {
-				r.observe(res, err, 0)
-			}
-			if res == ConvergeRepaired {
-				// A difference no failure explained: drift, reported as such.
-				r.recordDrift(mode, c)
-			}
-			if err != nil {
-				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err))
-				return
-			}
-			mu.Lock()
-			rep.Converged++
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	rep.Converged = r.convergeDiffering(ctx, mode, sot, shadow, d.Carts, lost)
 	if rep.Converged > 0 {
 		if d, err = r.diffCarts(ctx, mode); err != nil {
 			return nil, err
@@ -227,6 +187,70 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	// differing cart touches disagrees with the ledger is recounted, shadow
 	// or SoT (the legacy stock count and claim each span two systems and
 	// can leave it off), when no shadow work is in flight here.
+	if r.pending.Load() == 0 && !r.copying.Load() {
+		if d, err = r.recount(ctx, mode, sot, shadow, d, rep); err != nil {
+			return nil, err
+		}
+	}
+	rep.Left = len(d.Carts) + len(d.Positions)
+	r.statsMu.Lock()
+	r.lastSweep = rep
+	r.statsMu.Unlock()
+	return rep, nil
+}
+
+// convergeDiffering converges each differing cart from the SoT, in the
+// cart's line, and says how many it made equal. It leaves alone the carts
+// the worker has and those on positions the SoT lost.
+func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, carts []CartDiff, lost map[tandem.Key]bool) int {
+	converged := 0
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, convergeParallel)
+	for _, c := range carts {
+		ck := cartKey{c.ShopID, c.CartToken}
+		if r.isDirty(ck) {
+			continue // the worker has it, with the authority that answered the buyer
+		}
+		if touches(c, lost) {
+			continue // the SoT lost its count there: resync, not convergence
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			prev, line := r.enqueue(ck)
+			if prev != nil {
+				<-prev
+			}
+			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
+			r.dequeue(ck, line)
+			if res != ConvergeEqual || err != nil {
+				r.observe(res, err, 0)
+			}
+			if res == ConvergeRepaired {
+				// A difference no failure explained: drift, reported as such.
+				r.recordDrift(mode, c)
+			}
+			if err != nil {
+				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err))
+				return
+			}
+			mu.Lock()
+			converged++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return converged
+}
+
+// recount sets again from the ledger each position of either store that
+// disagrees with it and that no differing cart of d touches, and returns
+// the differences left.
+func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, d *Diff, rep *SweepReport) (*Diff, error) {
+	var err error
 	busy := map[tandem.Key]bool{}
 	for _, c := range d.Carts {
 		for _, ls := range [][]tandem.Line{c.SoT, c.Shadow} {
@@ -235,43 +259,37 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			}
 		}
 	}
-	if r.pending.Load() == 0 && !r.copying.Load() {
-		if len(d.Carts) > 0 {
-			// Positions were not read above: read them now.
-			res, err := r.auditPass(ctx, mode, nil)
-			if err != nil {
-				return nil, err
-			}
-			d.Positions = res.drifted
+	if len(d.Carts) > 0 {
+		// Positions were not read above: read them now.
+		res, err := r.auditPass(ctx, mode, nil)
+		if err != nil {
+			return nil, err
 		}
-		for _, p := range d.Positions {
-			k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
-			if busy[k] {
-				continue
-			}
-			recounted := false
-			for _, st := range []tandem.ReservationStore{sot, shadow} {
-				if rc, ok := st.(tandem.Recounter); ok {
-					if _, err := rc.Recount(ctx, k); err == nil {
-						recounted = true
-					}
+		d.Positions = res.drifted
+	}
+	for _, p := range d.Positions {
+		k := tandem.Key{ShopID: p.ShopID, ItemID: p.ItemID, GroupID: p.GroupID}
+		if busy[k] {
+			continue
+		}
+		recounted := false
+		for _, st := range []tandem.ReservationStore{sot, shadow} {
+			if rc, ok := st.(tandem.Recounter); ok {
+				if _, err := rc.Recount(ctx, k); err == nil {
+					recounted = true
 				}
 			}
-			if recounted {
-				rep.Recounted = append(rep.Recounted, k)
-			}
 		}
-		if len(rep.Recounted) > 0 {
-			if d, err = r.diff(ctx, mode); err != nil {
-				return nil, err
-			}
+		if recounted {
+			rep.Recounted = append(rep.Recounted, k)
 		}
 	}
-	rep.Left = len(d.Carts) + len(d.Positions)
-	r.statsMu.Lock()
-	r.lastSweep = rep
-	r.statsMu.Unlock()
-	return rep, nil
+	if len(rep.Recounted) > 0 {
+		if d, err = r.diff(ctx, mode); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // lostPositions returns the positions where a Redis SoT's count disagrees
@@ -322,7 +340,6 @@ func (r *Router) isDirty(ck cartKey) bool {
 // ledger, and no cart is dirty, or until ctx ends; it returns the last
 // differences seen. Tests and the soak use it once traffic has stopped.
 func (r *Router) Converged(ctx context.Context) (*Diff, error) {
-	r.init()
 	var last *Diff
 	for {
 		r.Wait()
@@ -352,9 +369,9 @@ func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
 		return
 	}
 	state := func(store string, lines []tandem.Line) tandem.Outcome {
-		o := tandem.Outcome{Store: store, Status: string(tandem.StatusReserved), Lines: lines}
+		o := tandem.Outcome{Store: store, Status: tandem.StatusOf(tandem.StatusReserved), Lines: lines}
 		if lines == nil {
-			o.Status = "no_hold"
+			o.Status = tandem.OutcomeNoHold
 		}
 		return o
 	}

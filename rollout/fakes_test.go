@@ -477,7 +477,7 @@ func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *e
 // record counts n comparisons for pod, of which bad are divergences.
 func (e *env) record(pod string, n, bad int) {
 	for i := range n {
-		kind := ""
+		var kind tandem.DivergenceKind
 		if i < bad {
 			kind = tandem.KindOutcomeMismatch
 		}

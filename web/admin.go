@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -463,15 +464,11 @@ func (h *adminHandler) divergences(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.logger, err)
 		return
 	} else if ok && kind != "" {
-		known := false
-		for _, k := range tandem.DivergenceKinds {
-			known = known || k == kind
-		}
-		if !known {
-			writeError(w, r, h.logger, invalid("kind must be one of %s", strings.Join(tandem.DivergenceKinds, ", ")))
+		if !slices.Contains(tandem.DivergenceKinds, tandem.DivergenceKind(kind)) {
+			writeError(w, r, h.logger, invalid("kind must be one of %s", tandem.KindNames(", ")))
 			return
 		}
-		f.Kind = kind
+		f.Kind = tandem.DivergenceKind(kind)
 	}
 	divs, err := h.svc.Divergences(r.Context(), f)
 	if err != nil {
@@ -493,7 +490,7 @@ func (h *adminHandler) report(w http.ResponseWriter, r *http.Request) {
 			reports[i].LatencyMS = map[string]tandem.LatencyStats{}
 		}
 		if reports[i].Divergences == nil {
-			reports[i].Divergences = map[string]int64{}
+			reports[i].Divergences = map[tandem.DivergenceKind]int64{}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pods": nonNil(reports)})

@@ -192,7 +192,7 @@ func cartTarget(r *http.Request) (int64, string, error) {
 
 type cartOp func(ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
 
-func (h *checkoutHandler) cart(w http.ResponseWriter, r *http.Request, op string, fn cartOp) {
+func (h *checkoutHandler) cart(w http.ResponseWriter, r *http.Request, op tandem.Op, fn cartOp) {
 	shopID, token, err := cartTarget(r)
 	if err != nil {
 		h.fail(w, r, op, err)
@@ -293,21 +293,21 @@ func inventoryJSON(inv *tandem.Inventory) *tandem.Inventory {
 }
 
 // answer writes a reservation and counts it.
-func (h *checkoutHandler) answer(w http.ResponseWriter, status int, op string, res *tandem.Reservation) {
+func (h *checkoutHandler) answer(w http.ResponseWriter, status int, op tandem.Op, res *tandem.Reservation) {
 	outcome := string(res.Status)
 	if res.Replayed {
 		outcome = "replayed"
 	}
-	h.metrics.reservations.WithLabelValues(op, outcome, res.Pod, res.SourceOfTruth).Inc()
+	h.metrics.reservation(string(op), outcome, res.Pod, res.SourceOfTruth).Inc()
 	writeJSON(w, status, toReservationJSON(res))
 }
 
 // fail writes an error and counts it.
-func (h *checkoutHandler) fail(w http.ResponseWriter, r *http.Request, op string, err error) {
+func (h *checkoutHandler) fail(w http.ResponseWriter, r *http.Request, op tandem.Op, err error) {
 	code := tandem.ErrorCode(err)
 	if codes[code] == 0 {
 		code = tandem.EINTERNAL
 	}
-	h.metrics.reservations.WithLabelValues(op, code, "", "").Inc()
+	h.metrics.reservation(string(op), code, "", "").Inc()
 	writeError(w, r, h.logger, err)
 }

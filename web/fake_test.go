@@ -259,7 +259,7 @@ func (f *fakeAdmin) Report(ctx context.Context) ([]tandem.Report, error) {
 		return nil, f.Err
 	}
 	return []tandem.Report{{Pod: "pod-a", Mode: tandem.ModeShadow, Window: "15m", Comparisons: 10, Matches: 10,
-		Divergences: map[string]int64{tandem.KindOutcomeMismatch: 0}}}, nil
+		Divergences: map[tandem.DivergenceKind]int64{tandem.KindOutcomeMismatch: 0}}}, nil
 }
 
 func (f *fakeAdmin) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {

@@ -102,12 +102,20 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *zap.Logger, err 
 	writeJSON(w, ErrorStatusCode(code), errorBody{Error: errorDetail{Code: code, Message: msg, Details: details}})
 }
 
+// The header values of every JSON answer, shared by all of them (net/http
+// copies a handler's header when it writes it, and nothing changes these).
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noStore         = []string{"no-store"}
+	noSniff         = []string{"nosniff"}
+)
+
 // writeJSON answers v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
+	h["X-Content-Type-Options"] = noSniff
 	w.WriteHeader(status)
 	// An encoding error here means the client went away mid-answer; there
 	// is nobody left to tell.
@@ -123,9 +131,13 @@ func invalid(format string, args ...any) error {
 // application/json, the body at most MaxBodyBytes, one JSON value with no
 // unknown fields and numbers that fit their fields.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return tandem.Errorf(tandem.EUNSUPPORTEDMEDIATYPE, "request body must have Content-Type: application/json")
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		// The exact type needs no parsing; anything else (parameters, case,
+		// spaces) is parsed.
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return tandem.Errorf(tandem.EUNSUPPORTEDMEDIATYPE, "request body must have Content-Type: application/json")
+		}
 	}
 	if r.ContentLength > MaxBodyBytes {
 		return tooLarge()

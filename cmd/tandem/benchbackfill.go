@@ -85,7 +85,10 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	modes := &fixedMode{}
 	modes.set(tandem.ModeRedis)
 	shopSet, _ := tandem.ParseShopSet([]string{"1-1000000000"})
-	r := &dualwrite.Router{Pod: "bench", Shops: shopSet, Redis: rs, MySQL: my, Ledger: my.Ledger(), Modes: modes, Dirty: my}
+	r := dualwrite.NewRouter("bench", shopSet, rs, my)
+	r.Ledger = my.Ledger()
+	r.Modes = modes
+	r.Dirty = my
 	if err := r.Open(); err != nil {
 		return err
 	}

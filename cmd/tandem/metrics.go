@@ -85,7 +85,7 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descComparisons, float64(ps.Comparisons), name)
 		counter(descSoTErrors, float64(ps.SourceOfTruthErrors), name)
 		for _, k := range tandem.DivergenceKinds {
-			counter(descDivergences, float64(ps.Divergences[k]), name, k)
+			counter(descDivergences, float64(ps.Divergences[k]), name, string(k))
 		}
 		rep := m.cmp.Report(name, mode)
 		for store, l := range rep.LatencyMS {

@@ -374,12 +374,17 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 		return nil, fmt.Errorf("redis %s: %w", redisTarget(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster), err)
 	}
 	m.closers = append(m.closers, p.redis.Close)
-	p.router = &dualwrite.Router{
-		Pod: pc.Name, Shops: pc.ShopSet(), Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
-		Modes: m.ctl, Kill: m.sw, Recorder: m.cmp,
-		ShadowTimeout: cfg.Shadow.Timeout, MaxInflight: cfg.Shadow.MaxInflight, DefaultTTL: cfg.Reservation.DefaultTTL,
-		Dirty: p.mysql, Observer: newConvergeObserver(reg), Logger: p.mysql.Logger.Sugar(),
-	}
+	p.router = dualwrite.NewRouter(pc.Name, pc.ShopSet(), p.redis, p.mysql)
+	p.router.Ledger = p.mysql.Ledger()
+	p.router.Modes = m.ctl
+	p.router.Kill = m.sw
+	p.router.Recorder = m.cmp
+	p.router.ShadowTimeout = cfg.Shadow.Timeout
+	p.router.MaxInflight = cfg.Shadow.MaxInflight
+	p.router.DefaultTTL = cfg.Reservation.DefaultTTL
+	p.router.Dirty = p.mysql
+	p.router.Observer = newConvergeObserver(reg)
+	p.router.Logger = p.mysql.Logger.Sugar()
 	if err := p.router.Open(); err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}

@@ -205,7 +205,7 @@ func showKillSwitchCmd(fs *flag.FlagSet) runFunc {
 
 func divergencesCmd(fs *flag.FlagSet) runFunc {
 	pod := fs.String("pod", "", "only this pod")
-	kind := fs.String("kind", "", "only this kind: "+strings.Join(tandem.DivergenceKinds, ", "))
+	kind := fs.String("kind", "", "only this kind: "+tandem.KindNames(", "))
 	limit := fs.Int("limit", 0, "at most N (default: the server's)")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 0 {

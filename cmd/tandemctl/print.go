@@ -130,7 +130,7 @@ func printDivergences(w io.Writer, ds []tandem.Divergence) {
 		if d.ShopID != 0 {
 			shop = strconv.FormatInt(d.ShopID, 10)
 		}
-		row(tw, strconv.FormatInt(d.ID, 10), when(d.At), d.Pod, d.Op, d.Kind, shop, orDash(d.CartToken),
+		row(tw, strconv.FormatInt(d.ID, 10), when(d.At), d.Pod, string(d.Op), string(d.Kind), shop, orDash(d.CartToken),
 			d.SourceOfTruth, outcome(d.Primary), outcome(d.Shadow))
 	}
 	tw.Flush()
@@ -138,7 +138,7 @@ func printDivergences(w io.Writer, ds []tandem.Divergence) {
 
 // outcome formats a store's answer as "redis reserved 100x2@1,101x1@2".
 func outcome(o tandem.Outcome) string {
-	s := orDash(o.Store) + " " + orDash(o.Status)
+	s := orDash(o.Store) + " " + orDash(string(o.Status))
 	if len(o.Lines) > 0 {
 		parts := make([]string, len(o.Lines))
 		for i, l := range o.Lines {

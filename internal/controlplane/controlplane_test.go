@@ -96,7 +96,7 @@ func TestControlPlane_TwoInstances(t *testing.T) {
 
 	// A sees pod-b's MySQL diverge and trips its kill switch; B follows.
 	for i := range 40 {
-		kind := ""
+		var kind tandem.DivergenceKind
 		if i%4 == 0 {
 			kind = tandem.KindOutcomeMismatch
 		}

@@ -175,12 +175,15 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 	if o.wrap != nil {
 		rs, ms = o.wrap(rs), o.wrap(ms)
 	}
-	p.Router = &dualwrite.Router{
-		Pod: "pod-f", Shops: shops, Redis: rs, MySQL: ms, Ledger: p.ledger,
-		Modes: p.modes, Kill: p.kill, Recorder: p.rec,
-		ShadowTimeout: o.shadowTimeout, MaxInflight: o.maxInflight, AuditSettle: 50 * time.Millisecond,
-		Dirty: p.mysql,
-	}
+	p.Router = dualwrite.NewRouter("pod-f", shops, rs, ms)
+	p.Router.Ledger = p.ledger
+	p.Router.Modes = p.modes
+	p.Router.Kill = p.kill
+	p.Router.Recorder = p.rec
+	p.Router.ShadowTimeout = o.shadowTimeout
+	p.Router.MaxInflight = o.maxInflight
+	p.Router.AuditSettle = 50 * time.Millisecond
+	p.Router.Dirty = p.mysql
 	if err := p.Router.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // shadowFailure reports whether a comparison records a shadow that could
 // not answer (the kinds an unreachable shadow store may yield).
-func shadowFailure(kind string) bool {
+func shadowFailure(kind tandem.DivergenceKind) bool {
 	return kind == tandem.KindShadowError || kind == tandem.KindShadowTimeout || kind == tandem.KindShadowDropped
 }
 

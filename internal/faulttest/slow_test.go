@@ -193,7 +193,7 @@ func TestSlowShadow(t *testing.T) {
 			if len(comps) != ops {
 				t.Errorf("got %d comparisons, want %d (one per buyer operation)", len(comps), ops)
 			}
-			kinds := map[string]int{}
+			kinds := map[tandem.DivergenceKind]int{}
 			var slowest time.Duration
 			for _, c := range comps {
 				kinds[c.Kind]++

@@ -63,10 +63,12 @@ func TestCluster_Linearizable_Router(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.router = &dualwrite.Router{
-				Pod: "pod-lin", Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
-				Modes: p.modes, Kill: p.kill, ShadowTimeout: 5 * time.Second, MaxInflight: 4096,
-			}
+			p.router = dualwrite.NewRouter("pod-lin", shops, p.redis, p.mysql)
+			p.router.Ledger = p.mysql.Ledger()
+			p.router.Modes = p.modes
+			p.router.Kill = p.kill
+			p.router.ShadowTimeout = 5 * time.Second
+			p.router.MaxInflight = 4096
 			t.Cleanup(func() { p.router.Close() })
 			w := workload(120 + uint64(i))
 			redisSoT := mode.SourceOfTruth() == tandem.StoreRedis

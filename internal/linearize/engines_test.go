@@ -73,10 +73,11 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 	// Production defaults: shadow.timeout 250ms, max_inflight 256. A shadow
 	// that times out is converged afterwards, and the run ends by checking
 	// that the stores agree hold by hold.
-	p.router = &dualwrite.Router{
-		Pod: "pod-lin", Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
-		Modes: p.modes, Kill: p.kill, Dirty: p.mysql,
-	}
+	p.router = dualwrite.NewRouter("pod-lin", shops, p.redis, p.mysql)
+	p.router.Ledger = p.mysql.Ledger()
+	p.router.Modes = p.modes
+	p.router.Kill = p.kill
+	p.router.Dirty = p.mysql
 	if err := p.router.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -223,11 +223,13 @@ func mustOpenPod(t *testing.T, idx int, dsn, prefix string, mode tandem.Mode, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.router = &dualwrite.Router{
-		Pod: p.name, Shops: shops, Redis: p.redis, MySQL: p.mysql, Ledger: p.mysql.Ledger(),
-		Modes: p.modes, Kill: p.kill, Recorder: rec, Dirty: p.mysql,
-		// Production defaults: shadow.timeout 250ms, max_inflight 256.
-	}
+	p.router = dualwrite.NewRouter(p.name, shops, p.redis, p.mysql)
+	// Production defaults: shadow.timeout 250ms, max_inflight 256.
+	p.router.Ledger = p.mysql.Ledger()
+	p.router.Modes = p.modes
+	p.router.Kill = p.kill
+	p.router.Recorder = rec
+	p.router.Dirty = p.mysql
 	if err := p.router.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -909,8 +911,8 @@ func readClaims(ctx context.Context, dsn string) (map[soak.CartID]bool, error) {
 	return out, rows.Err()
 }
 
-func nonZero(m map[string]int64) map[string]int64 {
-	out := map[string]int64{}
+func nonZero(m map[tandem.DivergenceKind]int64) map[tandem.DivergenceKind]int64 {
+	out := map[tandem.DivergenceKind]int64{}
 	for k, v := range m {
 		if v != 0 {
 			out[k] = v

@@ -673,7 +673,7 @@ func (f *fakeAdmin) handler() http.Handler {
 			}
 			rep := reportJSON{Report: tandem.Report{Pod: p.Pod, Mode: p.Mode, Window: "15m", Comparisons: p.Gates.Comparisons,
 				Matches: max(0, p.Gates.Comparisons-1), DivergenceRate: p.Gates.DivergenceRate,
-				Divergences: map[string]int64{tandem.KindOutcomeMismatch: 1 + n, tandem.KindShadowTimeout: n},
+				Divergences: map[tandem.DivergenceKind]int64{tandem.KindOutcomeMismatch: 1 + n, tandem.KindShadowTimeout: n},
 				LatencyMS:   lat}}
 			if p.Pod == "pod-b" {
 				rep.Convergence = map[string]any{"dirty_carts": 3, "results": map[string]int64{"repaired": 7},

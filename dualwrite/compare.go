@@ -1,0 +1,56 @@
+package dualwrite
+
+import "github.com/tandemhq/tandem"
+
+// The comparison of a dual-written operation: the SoT's and the shadow's
+// outcomes, classified as a match or a divergence kind and handed to the
+// Recorder.
+
+func (r *Router) record(mode tandem.Mode, op tandem.Op, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Record(r.comparison(mode, op, shopID, token, primary, shadow, timedOut, repaired))
+}
+
+func (r *Router) comparison(mode tandem.Mode, op tandem.Op, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
+	var kind tandem.DivergenceKind
+	if !repaired {
+		kind = Classify(primary, shadow, timedOut)
+	}
+	return tandem.Comparison{
+		At: r.Now(), Pod: r.Pod, Op: op, ShopID: shopID, CartToken: token,
+		SourceOfTruth: mode.SourceOfTruth(), Primary: primary, Shadow: shadow,
+		Kind: kind, Repaired: repaired,
+	}
+}
+
+// Classify returns "" when the shadow reached the primary's outcome, else
+// the divergence kind.
+func Classify(primary, shadow tandem.Outcome, timedOut bool) tandem.DivergenceKind {
+	switch {
+	case shadow.Status == tandem.OutcomeDropped:
+		return tandem.KindShadowDropped
+	case timedOut || shadow.Status == tandem.OutcomeTimeout:
+		return tandem.KindShadowTimeout
+	case shadow.Status == tandem.EUNAVAILABLE || shadow.Status == tandem.EINTERNAL:
+		return tandem.KindShadowError
+	case primary.Status != shadow.Status:
+		return tandem.KindOutcomeMismatch
+	case !sameLines(primary.Lines, shadow.Lines):
+		return tandem.KindLocationMismatch
+	}
+	return ""
+}
+
+func sameLines(a, b []tandem.Line) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
