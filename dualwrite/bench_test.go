@@ -62,7 +62,7 @@ func benchRouter(b *testing.B, mode tandem.Mode) (*dualwrite.Router, *comparator
 	// Stores that answer at once let the loop outrun the shadow goroutines'
 	// scheduling; a cap no run reaches keeps the drop path out of the figures.
 	r.MaxInflight = 1 << 20
-	cmp := comparator.New(nil)
+	cmp := comparator.New(comparator.Config{})
 	r.Recorder = cmp
 	if err := cmp.Open(); err != nil {
 		b.Fatal(err)
