@@ -34,16 +34,26 @@
 //   - no read of the cart token before the reserve: a known token shows as
 //     the header insert's duplicate key (the transaction rolls back and the
 //     stored answer is replayed), and a refusal yields to the token's answer;
-//   - two round trips in all: START TRANSACTION travels with the SKIP LOCKED
-//     select, and the delete of the taken units, the header and lines
-//     inserts and COMMIT travel as one multi-statement batch (batchTx), the
-//     header insert guarded by ROW_COUNT() of the delete; parameters are
-//     still interpolated and escaped by the driver from constant texts;
+//   - one round trip for a cart whose every line names one group (the
+//     common case): START TRANSACTION, a DELETE of the units found by a
+//     derived table of per-line SKIP LOCKED selects, the header insert
+//     guarded by ROW_COUNT() of that delete, the lines insert and COMMIT
+//     travel as one multi-statement batch (batchTx.once), so units stay
+//     locked only for the server's time of that batch; a short line stops
+//     the batch before COMMIT and the cart goes on, on the same connection,
+//     to the two-trip path;
+//   - two round trips otherwise (multi-group lines, or after a short one-trip
+//     batch): START TRANSACTION travels with the SKIP LOCKED select, and the
+//     delete of the taken units, the header and lines inserts and COMMIT
+//     travel as one batch, the header insert guarded the same way;
+//     parameters are always interpolated and escaped by the driver from
+//     constant texts;
 //   - each scan starts at a random id within the pool's id range as the
 //     last refill saw it, so concurrent pickers spread over the pool rather
 //     than stepping over the same locked rows at its head; a scan short
-//     above its start wraps around below it before the cart may fall to the
-//     slow path, so the no-false-sold-out rule is unchanged;
+//     above its start wraps around below it (on the two-trip path) before
+//     the cart may fall to the slow path, so the no-false-sold-out rule is
+//     unchanged;
 //   - the pool is refilled in the background below its low-water mark, in
 //     transactions of their own, so reserves do not refill inline.
 package mysqlres

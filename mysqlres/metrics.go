@@ -16,6 +16,7 @@ type metrics struct {
 	connHold   *prometheus.HistogramVec
 	retries    *prometheus.CounterVec
 	slowPath   prometheus.Counter
+	shortTrips prometheus.Counter
 	replenUnit prometheus.Counter
 }
 
@@ -38,12 +39,16 @@ func newMetrics(reg prometheus.Registerer, db *sql.DB) (*metrics, error) {
 			Name: "tandem_mysql_reserve_slow_total",
 			Help: "Reserves that left the SKIP LOCKED fast path for the ledger-locked slow path.",
 		}),
+		shortTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_mysql_reserve_one_trip_short_total",
+			Help: "Reserves of single-group carts whose one-round-trip batch found a line short and went on to the two-trip fast path (its wrap-around) or the slow path.",
+		}),
 		replenUnit: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_mysql_replenished_units_total",
 			Help: "Units moved from the ledger's unpooled count into the unit pool.",
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.connHold, m.retries, m.slowPath, m.replenUnit, newDBStatsCollector(db)}
+	m.collectors = []prometheus.Collector{m.connHold, m.retries, m.slowPath, m.shortTrips, m.replenUnit, newDBStatsCollector(db)}
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range m.collectors[:i] {
@@ -79,6 +84,12 @@ func (m *metrics) retry(tag string) {
 func (m *metrics) slow() {
 	if m != nil {
 		m.slowPath.Inc()
+	}
+}
+
+func (m *metrics) shortTrip() {
+	if m != nil {
+		m.shortTrips.Inc()
 	}
 }
 

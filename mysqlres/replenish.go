@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +27,15 @@ const maxPending = 100_000
 // replenishTimeout bounds one background refill.
 const replenishTimeout = 10 * time.Second
 
+// The low-water mark follows each position's take rate: rateWindow is the
+// shortest span over which units taken are turned into a rate, and
+// ewmaWeight the weight of the newest rate (and refill latency) in their
+// moving averages.
+const (
+	rateWindow = 250 * time.Millisecond
+	ewmaWeight = 0.3
+)
+
 // poolLowestSQL reads the lowest unit id of a pool (one index seek), for
 // the reserves' random scan starts.
 const poolLowestSQL = "/* conn_tag='replenish' */ SELECT COALESCE(MIN(id), 0) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
@@ -36,6 +48,30 @@ type estimate struct {
 	// them: the smallest id present and next_unit_id. Reserves start their
 	// scans at random ids in between (startID).
 	lo, hi int64
+	// rate is the moving average of units taken per second, from the
+	// units taken since winStart (winTaken) once rateWindow has passed.
+	rate     float64
+	winStart time.Time
+	winTaken int64
+}
+
+// noteRate adds n units taken at now to e's take rate.
+func (e *estimate) noteRate(now time.Time, n int64) {
+	if e.winStart.IsZero() {
+		e.winStart = now
+	}
+	e.winTaken += n
+	el := now.Sub(e.winStart)
+	if el < rateWindow {
+		return
+	}
+	r := float64(e.winTaken) / el.Seconds()
+	if e.rate == 0 {
+		e.rate = r
+	} else {
+		e.rate += ewmaWeight * (r - e.rate)
+	}
+	e.winStart, e.winTaken = now, 0
 }
 
 // replenisher refills unit pools in the background, in short transactions
@@ -46,32 +82,45 @@ type replenisher struct {
 	s    *Store
 	wake chan struct{}
 
-	mu      sync.Mutex
-	pending map[tandem.Key]struct{}
+	mu sync.Mutex
+	// pending maps the positions waiting for a refill to when they were
+	// first signalled.
+	pending map[tandem.Key]time.Time
 	est     map[tandem.Key]*estimate
+	// latency is the moving average of a refill's latency in seconds, from
+	// its signal to its commit (queueing behind other refills included).
+	latency float64
 }
 
 func newReplenisher(s *Store) *replenisher {
 	return &replenisher{
 		s:       s,
 		wake:    make(chan struct{}, 1),
-		pending: map[tandem.Key]struct{}{},
+		pending: map[tandem.Key]time.Time{},
 		est:     map[tandem.Key]*estimate{},
 	}
 }
 
-// lowWater is the pool size under which a reserve signals a refill: three
-// quarters of the cap, so that the pool's headroom outlasts a refill's
-// latency under load (at half the cap, 5-unit carts of one hot item at
-// C=32 emptied the pool between refills and fell to the slow path; see
-// BENCHMARKS.md).
-func (r *replenisher) lowWater() int64 { return max(int64(r.s.PoolCap)*3/4, 1) }
+// lowWater is the pool size under which a reserve of e's position signals
+// a refill: three quarters of the cap (at half the cap, 5-unit carts of one
+// hot item at C=32 emptied the pool between refills and fell to the slow
+// path; see BENCHMARKS.md), raised by the units the position takes during
+// one refill's latency (its take rate times the refill latency, both moving
+// averages), so that a hot position still has three quarters of its pool
+// when the refill lands. The mark stays a sixteenth of the cap below it, so
+// that a refill moves more than a handful of rows. The caller holds r.mu.
+func (r *replenisher) lowWater(e *estimate) int64 {
+	c := int64(r.s.PoolCap)
+	base := max(c*3/4, 1)
+	ahead := int64(math.Ceil(e.rate * r.latency))
+	return max(min(base+ahead, c-max(c/16, 1)), base)
+}
 
 // signal queues k for a refill without blocking.
 func (r *replenisher) signal(k tandem.Key) {
 	r.mu.Lock()
 	if _, ok := r.pending[k]; !ok && len(r.pending) < maxPending {
-		r.pending[k] = struct{}{}
+		r.pending[k] = time.Now()
 	}
 	r.mu.Unlock()
 	select {
@@ -98,6 +147,7 @@ func (r *replenisher) drainedRecently(k tandem.Key) bool {
 
 // noteTaken records n units taken from k's pool by a committed reserve.
 func (r *replenisher) noteTaken(k tandem.Key, n int64) {
+	now := time.Now()
 	r.mu.Lock()
 	e := r.est[k]
 	refill := false
@@ -105,7 +155,8 @@ func (r *replenisher) noteTaken(k tandem.Key, n int64) {
 		refill = true
 	} else {
 		e.pool -= n
-		refill = e.pool < r.lowWater() && !r.drained(e)
+		e.noteRate(now, n)
+		refill = e.pool < r.lowWater(e) && !r.drained(e)
 	}
 	r.mu.Unlock()
 	if refill {
@@ -191,6 +242,18 @@ func (r *replenisher) startID(k tandem.Key) int64 {
 	return lo + rand.Int64N(hi-lo)
 }
 
+// observeLatency adds a refill's latency, from its signal to its commit, to
+// the moving average.
+func (r *replenisher) observeLatency(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.latency == 0 {
+		r.latency = d.Seconds()
+	} else {
+		r.latency += ewmaWeight * (d.Seconds() - r.latency)
+	}
+}
+
 // forget drops every estimate (after a rebuild).
 func (r *replenisher) forget() {
 	r.mu.Lock()
@@ -206,21 +269,24 @@ func (r *replenisher) run(ctx context.Context) {
 		case <-r.wake:
 		}
 		r.mu.Lock()
-		keys := make([]tandem.Key, 0, len(r.pending))
-		for k := range r.pending {
-			keys = append(keys, k)
-		}
-		clear(r.pending)
+		signalled := r.pending
+		r.pending = map[tandem.Key]time.Time{}
 		r.mu.Unlock()
+		keys := slices.Collect(maps.Keys(signalled))
 		for _, k := range sortKeys(keys) {
 			if ctx.Err() != nil {
 				return
 			}
 			rctx, cancel := context.WithTimeout(ctx, replenishTimeout)
-			if _, err := r.s.replenish(rctx, k); err != nil && ctx.Err() == nil {
-				r.s.Logger.Warn("background replenish failed", zap.Stringer("key", k), zap.Error(err))
-			}
+			_, err := r.s.replenish(rctx, k)
 			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					r.s.Logger.Warn("background replenish failed", zap.Stringer("key", k), zap.Error(err))
+				}
+				continue
+			}
+			r.observeLatency(time.Since(signalled[k]))
 		}
 	}
 }

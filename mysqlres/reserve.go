@@ -28,7 +28,17 @@ const (
 	insertGuardedHeaderSQL = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, IF(ROW_COUNT() = ?, ?, NULL), ?, ?)"
 	insertLinesSQL         = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
 	lineValuesSQL          = "(?, ?, ?, ?, ?, ?, 1)"
-	slowSelectSQL          = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
+	// oneTripDeleteSQL deletes the units a single-group cart takes, found by
+	// a derived table of oneTripPartSQL selects (one per line): the SKIP
+	// LOCKED selects, the delete and, after it, the guarded header and lines
+	// inserts and COMMIT travel as one batch (reserveOneTrip). The derived
+	// table comes first (STRAIGHT_JOIN) so that the delete reaches each
+	// pool row by its primary key and never waits on a row it did not
+	// select. LIMIT keeps the derived table materialized, as MySQL 8 needs
+	// to delete from a table the derived table reads.
+	oneTripDeleteSQL = "/* conn_tag='reserve' */ DELETE p FROM (%s) t STRAIGHT_JOIN unit_pool p ON p.shop_id = t.shop_id AND p.inventory_item_id = t.inventory_item_id AND p.inventory_group_id = t.inventory_group_id AND p.id = t.id"
+	oneTripPartSQL   = "(SELECT shop_id, inventory_item_id, inventory_group_id, id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id >= ? ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED)"
+	slowSelectSQL    = "/* conn_tag='reserve_slow' */ SELECT id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE"
 	// stockLeftSQL counts, without locking, a candidate's committed pool
 	// rows (those locked by other transactions included) and unpooled units.
 	stockLeftSQL = "(SELECT %d AS cand, (SELECT COUNT(*) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?) + COALESCE((SELECT GREATEST(unpooled, 0) FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), 0) AS n)"
@@ -243,10 +253,13 @@ func scanUnits(ctx context.Context, tx *batchTx, stmt string, args []any, got []
 	return nil
 }
 
-// reserveFast takes the cart's units with one SKIP LOCKED select, each
-// candidate's scan starting at a random id of its pool; a candidate short
-// above its start wraps around to the ids below it in a second select. It
-// returns errShort when a line cannot be served from the units it sees.
+// reserveFast takes the cart's units on the fast path, each candidate's
+// scan starting at a random id of its pool. A cart whose every line names
+// one group (the common case) is first tried in one round trip
+// (reserveOneTrip); a cart with multi-group lines, or one that trip found
+// short, goes through reserveTwoTrips, whose scans wrap around below their
+// start and which weighs group preferences. It returns errShort when a line
+// cannot be served from the units the fast path sees.
 func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp string, now, expires time.Time) ([]tandem.Line, error) {
 	var cands []candidate
 	for i, l := range req.Lines {
@@ -255,11 +268,7 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 			cands = append(cands, candidate{line: i, key: k, want: l.Quantity})
 		}
 	}
-	all := make([]int, len(cands))
-	wants := make([]int64, len(cands))
-	for i, c := range cands {
-		all[i], wants[i] = i, c.want
-	}
+	oneTrip := len(cands) == len(req.Lines)
 
 	var takes []take
 	var shortKeys []tandem.Key
@@ -268,76 +277,22 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 		for i := range cands {
 			cands[i].start = s.repl.startID(cands[i].key)
 		}
-		got := make([][]int64, len(cands))
-		stmt, args := unitSelect(cands, all, wants, false)
-		if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
-			return err
-		}
-		var wrap []int
-		var rest []int64
-		for i, c := range cands {
-			if c.start > 0 && int64(len(got[i])) < c.want {
-				wrap = append(wrap, i)
-				rest = append(rest, c.want-int64(len(got[i])))
+		if oneTrip {
+			err := reserveOneTrip(ctx, tx, req, fp, cands, now, expires)
+			if err == nil {
+				for _, c := range cands {
+					takes = append(takes, take{key: c.key})
+				}
+				return nil
 			}
-		}
-		if len(wrap) > 0 {
-			stmt, args := unitSelect(cands, wrap, rest, true)
-			if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
+			if !errors.Is(err, errShort) {
 				return err
 			}
+			s.metrics.shortTrip()
 		}
-		c := 0
-		var passed []int // candidates passed over as out of stock
-		for _, l := range req.Lines {
-			var chosen *take
-			preferred := true
-			var skipped []int
-			for range l.GroupIDs {
-				cd := cands[c]
-				c++
-				if chosen != nil {
-					continue
-				}
-				if int64(len(got[c-1])) >= l.Quantity {
-					if preferred {
-						chosen = &take{key: cd.key, ids: got[c-1]}
-						passed = append(passed, skipped...)
-					}
-					continue
-				}
-				shortKeys = append(shortKeys, cd.key)
-				// A short group earlier in the preference order may only
-				// be passed over when it is known to be out of stock;
-				// otherwise the slow path decides with the ledger locked.
-				if !s.repl.drainedRecently(cd.key) {
-					preferred = false
-				} else {
-					skipped = append(skipped, c-1)
-				}
-			}
-			if chosen == nil {
-				return errShort
-			}
-			takes = append(takes, *chosen)
-		}
-		// Drained recently is a hint, not a fact: units SKIP LOCKED did not
-		// see may be locked by a transaction that rolls back (a retried
-		// reserve finds its token taken only at its insert), or a restock
-		// may have refilled the ledger since. Pass a group over only when
-		// the committed state agrees it cannot cover the line.
-		if len(passed) > 0 {
-			if out, err := outOfStock(ctx, tx, cands, passed); err != nil {
-				return err
-			} else if !out {
-				return errShort
-			}
-		}
-		stmts, targs := takeBatch(tagReserve, req, fp, takes, now, expires)
-		if err := tx.commit(ctx, stmts, targs...); err != nil {
-			return takeError(err)
-		}
-		return nil
+		var err error
+		takes, shortKeys, err = s.reserveTwoTrips(ctx, tx, req, fp, cands, now, expires)
+		return err
 	})
 	for _, k := range shortKeys {
 		s.repl.noteShort(k)
@@ -345,10 +300,144 @@ func (s *Store) reserveFast(ctx context.Context, req tandem.ReserveRequest, fp s
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range takes {
-		s.repl.noteTaken(t.key, int64(len(t.ids)))
+	for i, t := range takes {
+		s.repl.noteTaken(t.key, req.Lines[i].Quantity)
 	}
 	return linesOf(req, takes), nil
+}
+
+// reserveOneTrip reserves a cart of single-group lines (cands, one per
+// line) in one round trip: BEGIN, the delete of the units its SKIP LOCKED
+// selects find (oneTripDeleteSQL), the header insert guarded by ROW_COUNT()
+// of that delete, the lines and COMMIT. Units are locked only for the
+// server's time of that batch. A line short above its start makes the
+// guard refuse the header, so the batch stops before COMMIT and the cart
+// gets errShort with the transaction left failed on tx: the next query on
+// tx rolls it back in the same round trip. A scan short above its start
+// does not wrap around here (that needs the count it found, which the batch
+// keeps on the server): the caller's two-trip path does that.
+func reserveOneTrip(ctx context.Context, tx *batchTx, req tandem.ReserveRequest, fp string, cands []candidate, now, expires time.Time) error {
+	parts := make([]string, len(cands))
+	args := make([]any, 0, 4*len(cands)+7+6*len(req.Lines))
+	groups := make([]int64, len(cands))
+	var want int64
+	for i, c := range cands {
+		parts[i] = fmt.Sprintf(oneTripPartSQL, c.want)
+		args = append(args, c.key.ShopID, c.key.ItemID, c.key.GroupID, c.start)
+		groups[i] = c.key.GroupID
+		want += c.want
+	}
+	from := strings.Join(parts, " UNION ALL ")
+	if len(parts) == 1 {
+		from = strings.TrimSuffix(strings.TrimPrefix(from, "("), ")")
+	}
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf(oneTripDeleteSQL, from))
+	args = holdBatch(&b, args, tagReserve, req, fp, groups, want, now, expires)
+	err := tx.once(ctx, b.String(), args...)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errBadNull {
+		return errShort
+	}
+	if err != nil {
+		return takeError(err)
+	}
+	return nil
+}
+
+// reserveTwoTrips takes the cart's units with one SKIP LOCKED select; a
+// candidate short above its start wraps around to the ids below it in a
+// second select. The units go with the cart's reservation and COMMIT in a
+// second round trip. It returns the takes, and the keys of the candidates
+// found short.
+func (s *Store) reserveTwoTrips(ctx context.Context, tx *batchTx, req tandem.ReserveRequest, fp string, cands []candidate, now, expires time.Time) ([]take, []tandem.Key, error) {
+	all := make([]int, len(cands))
+	wants := make([]int64, len(cands))
+	for i, c := range cands {
+		all[i], wants[i] = i, c.want
+	}
+	got := make([][]int64, len(cands))
+	stmt, args := unitSelect(cands, all, wants, false)
+	if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
+		return nil, nil, err
+	}
+	var wrap []int
+	var rest []int64
+	for i, c := range cands {
+		if c.start > 0 && int64(len(got[i])) < c.want {
+			wrap = append(wrap, i)
+			rest = append(rest, c.want-int64(len(got[i])))
+		}
+	}
+	if len(wrap) > 0 {
+		stmt, args := unitSelect(cands, wrap, rest, true)
+		if err := scanUnits(ctx, tx, stmt, args, got); err != nil {
+			return nil, nil, err
+		}
+	}
+	takes, shortKeys, passed := s.chooseGroups(req, cands, got)
+	if takes == nil {
+		return nil, shortKeys, errShort
+	}
+	// Drained recently is a hint, not a fact: units SKIP LOCKED did not
+	// see may be locked by a transaction that rolls back (a retried
+	// reserve finds its token taken only at its insert), or a restock
+	// may have refilled the ledger since. Pass a group over only when
+	// the committed state agrees it cannot cover the line.
+	if len(passed) > 0 {
+		if out, err := outOfStock(ctx, tx, cands, passed); err != nil {
+			return nil, shortKeys, err
+		} else if !out {
+			return nil, shortKeys, errShort
+		}
+	}
+	stmts, targs := takeBatch(tagReserve, req, fp, takes, now, expires)
+	if err := tx.commit(ctx, stmts, targs...); err != nil {
+		return nil, shortKeys, takeError(err)
+	}
+	return takes, shortKeys, nil
+}
+
+// chooseGroups picks, per line, the first group in preference order whose
+// candidate got the whole quantity (got, per candidate). A short group may
+// be passed over only when it was drained recently, and then only once the
+// committed state agrees (passed lists those candidates). It returns nil
+// takes when a line cannot be served, and the keys of the short candidates.
+func (s *Store) chooseGroups(req tandem.ReserveRequest, cands []candidate, got [][]int64) (takes []take, shortKeys []tandem.Key, passed []int) {
+	c := 0
+	for _, l := range req.Lines {
+		var chosen *take
+		preferred := true
+		var skipped []int
+		for range l.GroupIDs {
+			cd := cands[c]
+			c++
+			if chosen != nil {
+				continue
+			}
+			if int64(len(got[c-1])) >= l.Quantity {
+				if preferred {
+					chosen = &take{key: cd.key, ids: got[c-1]}
+					passed = append(passed, skipped...)
+				}
+				continue
+			}
+			shortKeys = append(shortKeys, cd.key)
+			// A short group earlier in the preference order may only
+			// be passed over when it is known to be out of stock;
+			// otherwise the slow path decides with the ledger locked.
+			if !s.repl.drainedRecently(cd.key) {
+				preferred = false
+			} else {
+				skipped = append(skipped, c-1)
+			}
+		}
+		if chosen == nil {
+			return nil, shortKeys, nil
+		}
+		takes = append(takes, *chosen)
+	}
+	return takes, shortKeys, passed
 }
 
 func linesOf(req tandem.ReserveRequest, takes []take) []tandem.Line {
@@ -362,16 +451,15 @@ func linesOf(req tandem.ReserveRequest, takes []take) []tandem.Line {
 // takeBatch returns the statements that move the taken unit rows into the
 // cart's reservation, as one multi-statement batch (one round trip): delete
 // the units first, then insert the header and the lines (the lock order of
-// every reserve: pool rows, then reservation). The header insert checks
-// ROW_COUNT() of the delete before it: should fewer units go than were
-// locked, expires_at gets NULL, which a single-row INSERT refuses (error
-// 1048) whatever the SQL mode, so the batch stops before COMMIT.
+// every reserve: pool rows, then reservation; see holdBatch).
 func takeBatch(tag string, req tandem.ReserveRequest, fp string, takes []take, now, expires time.Time) (string, []any) {
 	var b strings.Builder
 	var args []any
 	var want int64
 	var conds []string
-	for _, t := range takes {
+	groups := make([]int64, len(takes))
+	for i, t := range takes {
+		groups[i] = t.key.GroupID
 		if len(t.ids) == 0 {
 			continue
 		}
@@ -385,6 +473,19 @@ func takeBatch(tag string, req tandem.ReserveRequest, fp string, takes []take, n
 	}
 	if len(conds) > 0 {
 		b.WriteString(fmt.Sprintf(reserveDeleteSQL, tag, strings.Join(conds, " OR ")))
+	}
+	args = holdBatch(&b, args, tag, req, fp, groups, want, now, expires)
+	return b.String(), args
+}
+
+// holdBatch appends to b (and their arguments to args) the inserts of the
+// cart's header and lines, each line held in groups[i]. When want > 0, b
+// ends with the delete of the taken units, and the header insert checks
+// ROW_COUNT() of that delete: should fewer units go than want, expires_at
+// gets NULL, which a single-row INSERT refuses (error 1048) whatever the
+// SQL mode, so the batch stops before COMMIT.
+func holdBatch(b *strings.Builder, args []any, tag string, req tandem.ReserveRequest, fp string, groups []int64, want int64, now, expires time.Time) []any {
+	if want > 0 {
 		b.WriteString("; ")
 		b.WriteString(fmt.Sprintf(insertGuardedHeaderSQL, tag))
 		args = append(args, req.ShopID, req.CartToken, fp, want, expires, now, now)
@@ -399,9 +500,9 @@ func takeBatch(tag string, req tandem.ReserveRequest, fp string, takes []take, n
 			b.WriteString(", ")
 		}
 		b.WriteString(lineValuesSQL)
-		args = append(args, req.ShopID, req.CartToken, i, l.ItemID, takes[i].key.GroupID, l.Quantity)
+		args = append(args, req.ShopID, req.CartToken, i, l.ItemID, groups[i], l.Quantity)
 	}
-	return b.String(), args
+	return args
 }
 
 // takeError classifies the failure of a take batch.

@@ -90,13 +90,28 @@ type batchTx struct {
 	conn *sql.Conn
 	tag  string
 	open bool
+	// failed is set when a whole transaction sent by once stopped part way:
+	// the work of its statements before the failing one is still in the
+	// open transaction, so the next batch on the connection rolls it back
+	// first, in the same round trip.
+	failed bool
+}
+
+// begin returns the statements that start a transaction on the batch's
+// connection: BEGIN, after a ROLLBACK of a transaction once left failed.
+func (b *batchTx) begin() string {
+	q := fmt.Sprintf(batchBeginSQL, b.tag) + "; "
+	if b.failed {
+		q = fmt.Sprintf(batchRollbackSQL, b.tag) + "; " + q
+	}
+	b.open, b.failed = true, false
+	return q
 }
 
 // query opens the transaction with the first query, or runs q inside it.
 func (b *batchTx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if !b.open {
-		b.open = true
-		q = fmt.Sprintf(batchBeginSQL, b.tag) + "; " + q
+	if !b.open || b.failed {
+		q = b.begin() + q
 	}
 	return b.conn.QueryContext(ctx, q, args...)
 }
@@ -105,10 +120,28 @@ func (b *batchTx) query(ctx context.Context, q string, args ...any) (*sql.Rows, 
 // stops a batch at its first failing statement, so COMMIT runs only when
 // every statement before it succeeded; otherwise the caller rolls back.
 func (b *batchTx) commit(ctx context.Context, stmts string, args ...any) error {
-	if !b.open {
+	if !b.open || b.failed {
 		return errors.New("mysqlres: commit of a batch transaction that never began")
 	}
 	if _, err := b.conn.ExecContext(ctx, stmts+"; "+fmt.Sprintf(batchCommitSQL, b.tag), args...); err != nil {
+		return err
+	}
+	b.open = false
+	return nil
+}
+
+// once runs a whole transaction in one round trip: BEGIN, the statements
+// and COMMIT. When a statement fails, the server stops before COMMIT and
+// the transaction stays open with the work before it: the next query on
+// the batch rolls it back first (in the same round trip), or withBatchTx
+// does when fn returns.
+func (b *batchTx) once(ctx context.Context, stmts string, args ...any) error {
+	if b.open && !b.failed {
+		return errors.New("mysqlres: whole batch transaction inside an open one")
+	}
+	q := b.begin() + stmts + "; " + fmt.Sprintf(batchCommitSQL, b.tag)
+	if _, err := b.conn.ExecContext(ctx, q, args...); err != nil {
+		b.failed = true
 		return err
 	}
 	b.open = false
