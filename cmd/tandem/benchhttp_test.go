@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
 	"testing"
 	"time"
 
-	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/bench"
 	"github.com/tandemhq/tandem/internal/testenv"
 )
 
@@ -71,7 +70,7 @@ func TestBenchHTTPKillSwitch(t *testing.T) {
 		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	var out struct {
-		Results []KillSwitchResult `json:"results"`
+		Results []bench.KillSwitchResult `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
@@ -106,40 +105,5 @@ func TestBenchHTTPUsage(t *testing.T) {
 				t.Errorf("got exit code %d, want 2 (usage); stderr:\n%s", code, stderr.String())
 			}
 		})
-	}
-}
-
-func TestModePath(t *testing.T) {
-	for _, tc := range []struct {
-		from, to tandem.Mode
-		want     []tandem.Mode
-	}{
-		{tandem.ModeRedis, tandem.ModeRedis, nil},
-		{tandem.ModeRedis, tandem.ModeShadow, []tandem.Mode{tandem.ModeShadow}},
-		{tandem.ModeRedis, tandem.ModeMySQL, []tandem.Mode{tandem.ModeShadow, tandem.ModeMySQL}},
-		{tandem.ModeMySQL, tandem.ModeRedis, []tandem.Mode{tandem.ModeShadow, tandem.ModeRedis}},
-		{tandem.ModeMySQLOnly, tandem.ModeShadow, []tandem.Mode{tandem.ModeMySQL, tandem.ModeShadow}},
-		{tandem.ModeShadow, tandem.ModeMySQLOnly, []tandem.Mode{tandem.ModeMySQL, tandem.ModeMySQLOnly}},
-		{tandem.ModeRedis, "postgres", nil},
-	} {
-		t.Run(string(tc.from)+"To"+string(tc.to), func(t *testing.T) {
-			if got := modePath(tc.from, tc.to); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestDialAddr(t *testing.T) {
-	for _, tc := range []struct{ listen, want string }{
-		{"127.0.0.1:8080", "127.0.0.1:8080"},
-		{"0.0.0.0:8080", "127.0.0.1:8080"},
-		{":8081", "127.0.0.1:8081"},
-		{"[::]:8081", "127.0.0.1:8081"},
-		{"10.0.0.5:80", "10.0.0.5:80"},
-	} {
-		if got := dialAddr(tc.listen); got != tc.want {
-			t.Errorf("dialAddr(%q): got %q, want %q", tc.listen, got, tc.want)
-		}
 	}
 }

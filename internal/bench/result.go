@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is one cell of a benchmark, in the JSON form scripts read.
+type Result struct {
+	Suite          string             `json:"suite"`
+	Store          string             `json:"store,omitempty"`
+	Mode           string             `json:"mode,omitempty"`
+	Items          int                `json:"items"`
+	CartSize       int                `json:"cart_size"`
+	Concurrency    int                `json:"concurrency"`
+	Rate           float64            `json:"rate,omitempty"`
+	MySQLLatencyMS float64            `json:"mysql_latency_ms"`
+	MaxConns       int                `json:"mysql_max_conns,omitempty"`
+	OpsPerSec      float64            `json:"ops_per_sec"`
+	P50MS          float64            `json:"p50_ms"`
+	P99MS          float64            `json:"p99_ms"`
+	P999MS         float64            `json:"p999_ms"`
+	Errors         int64              `json:"errors"`
+	Refused        int64              `json:"refused"`
+	ConnHoldMS     map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
+	// SlowPath counts the MySQL reserves that left the SKIP LOCKED fast path
+	// for the ledger-locked slow path; Retries the transactions rerun after
+	// a deadlock or lock-wait timeout.
+	SlowPath int64 `json:"slow_path,omitempty"`
+	Retries  int64 `json:"tx_retries,omitempty"`
+	// FirstError is the text of the first failed operation of the cell.
+	FirstError  string  `json:"first_error,omitempty"`
+	ShadowP99MS float64 `json:"shadow_p99_ms,omitempty"`
+	ShadowDrops int64   `json:"shadow_drops,omitempty"`
+}
+
+// PrintResults prints the cells as a table, or as JSON.
+func PrintResults(w io.Writer, results []Result, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, results)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\t")
+	for _, r := range results {
+		name := r.Store
+		if name == "" {
+			name = r.Mode
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", r.Suite, name, r.Items, r.CartSize,
+			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused)
+	}
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(tw, "first error of %s at C=%d: %s\n", r.Store+r.Mode, r.Concurrency, r.FirstError)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if len(r.ConnHoldMS) == 0 {
+			continue
+		}
+		tags := make([]string, 0, len(r.ConnHoldMS))
+		for t := range r.ConnHoldMS {
+			tags = append(tags, t)
+		}
+		sort.Strings(tags)
+		parts := make([]string, len(tags))
+		for i, t := range tags {
+			parts[i] = fmt.Sprintf("%s=%.2fms", t, r.ConnHoldMS[t])
+		}
+		fmt.Fprintf(w, "mysql conn hold (mean) at C=%d: %s; slow path %d, retries %d\n", r.Concurrency, strings.Join(parts, " "), r.SlowPath, r.Retries)
+	}
+	return nil
+}
+
+// printJSON prints {"results": results}, indented.
+func printJSON(w io.Writer, results any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"results": results})
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
