@@ -188,6 +188,11 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 	defer st.close()
 	var refused atomic.Int64
 	var firstErr atomic.Pointer[string]
+	var holdsBefore holds
+	if st.reg != nil {
+		holdsBefore = gatherHolds(st.reg)
+	}
+	cpuBefore := processCPU()
 	lr := loadgen.Closed(ctx, c, b.Duration, func(ctx context.Context, w int, seq int64) error {
 		req := tandem.ReserveRequest{
 			CartToken: fmt.Sprintf("b%d-%d-%d", cellNo, w, seq), ShopID: shop(int((int64(w) + seq*int64(c)) % int64(b.Shops))),
@@ -204,6 +209,7 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 		}
 		return err
 	})
+	res.perOp(cpuBefore, processCPU(), lr.Ops)
 	if msg := firstErr.Load(); msg != nil {
 		res.FirstError = *msg
 	}
@@ -211,7 +217,8 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 	res.P50MS, res.P99MS, res.P999MS = ms(lr.P50), ms(lr.P99), ms(lr.P999)
 	res.Errors, res.Refused = lr.Errors, refused.Load()
 	if st.reg != nil {
-		res.ConnHoldMS = connHoldMeans(st.reg)
+		measured := gatherHolds(st.reg).since(holdsBefore)
+		res.ConnHoldMS, res.ConnHoldP99MS = measured.meansMS(), measured.quantilesMS(0.99)
 		res.SlowPath = int64(counterSum(st.reg, "tandem_mysql_reserve_slow_total"))
 		res.Retries = int64(counterSum(st.reg, "tandem_mysql_tx_retries_total"))
 	}

@@ -240,7 +240,11 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, mode tan
 		return res, err
 	}
 	l.refused.Store(0)
+	gather := c.t.metrics // nil for a remote server: no hold figures
+	holdsBefore := gatherHoldsOf(gather)
+	cpuBefore := processCPU()
 	lr := b.load(ctx, b.Duration, l.op("m"))
+	res.perOp(cpuBefore, processCPU(), lr.Ops)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -248,6 +252,9 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, mode tan
 	if err != nil {
 		return res, err
 	}
+	// The shadow's holds of the cell's operations are in once settled.
+	measured := gatherHoldsOf(gather).since(holdsBefore)
+	res.ConnHoldMS, res.ConnHoldP99MS = measured.meansMS(), measured.quantilesMS(0.99)
 	res.OpsPerSec = lr.OpsPerSec
 	res.P50MS, res.P99MS, res.P999MS = ms(lr.P50), ms(lr.P99), ms(lr.P999)
 	res.Errors, res.Refused = lr.Errors, l.refused.Load()

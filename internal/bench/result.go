@@ -37,6 +37,19 @@ type Result struct {
 	FirstError  string  `json:"first_error,omitempty"`
 	ShadowP99MS float64 `json:"shadow_p99_ms,omitempty"`
 	ShadowDrops int64   `json:"shadow_drops,omitempty"`
+	// ConnHoldP99MS is the p99 of the connection hold per conn_tag,
+	// estimated from the engine's histogram buckets (linear within a
+	// bucket, as Prometheus' histogram_quantile): coarse, a bucket wide.
+	// Both conn_hold maps cover the measured load only.
+	ConnHoldP99MS map[string]float64 `json:"conn_hold_p99_ms,omitempty"`
+	// CPUUSPerOp is the bench process's CPU time (getrusage RUSAGE_SELF,
+	// user + system) over the measured load, in microseconds per
+	// operation: the client, the driver and the latency proxy for the
+	// engine suite, the client and the in-process server for http. The
+	// database servers are other processes and not counted.
+	CPUUSPerOp     float64 `json:"cpu_us_per_op"`
+	CPUUserUSPerOp float64 `json:"cpu_user_us_per_op"`
+	CPUSysUSPerOp  float64 `json:"cpu_sys_us_per_op"`
 }
 
 // PrintResults prints the cells as a table, or as JSON.
@@ -45,14 +58,14 @@ func PrintResults(w io.Writer, results []Result, asJSON bool) error {
 		return printJSON(w, results)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\t")
+	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\tcpu_us/op\t")
 	for _, r := range results {
 		name := r.Store
 		if name == "" {
 			name = r.Mode
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", r.Suite, name, r.Items, r.CartSize,
-			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.0f\t\n", r.Suite, name, r.Items, r.CartSize,
+			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused, r.CPUUSPerOp)
 	}
 	for _, r := range results {
 		if r.FirstError != "" {
@@ -73,9 +86,9 @@ func PrintResults(w io.Writer, results []Result, asJSON bool) error {
 		sort.Strings(tags)
 		parts := make([]string, len(tags))
 		for i, t := range tags {
-			parts[i] = fmt.Sprintf("%s=%.2fms", t, r.ConnHoldMS[t])
+			parts[i] = fmt.Sprintf("%s=%.2f/%.2fms", t, r.ConnHoldMS[t], r.ConnHoldP99MS[t])
 		}
-		fmt.Fprintf(w, "mysql conn hold (mean) at C=%d: %s; slow path %d, retries %d\n", r.Concurrency, strings.Join(parts, " "), r.SlowPath, r.Retries)
+		fmt.Fprintf(w, "mysql conn hold (mean/p99) of %s at C=%d: %s; slow path %d, retries %d\n", r.Store+r.Mode, r.Concurrency, strings.Join(parts, " "), r.SlowPath, r.Retries)
 	}
 	return nil
 }
