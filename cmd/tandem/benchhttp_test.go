@@ -95,6 +95,8 @@ func TestBenchHTTPUsage(t *testing.T) {
 		{"UnknownMode", []string{"--modes", "redis,postgres"}},
 		{"ZeroConcurrency", []string{"--concurrency", "0"}},
 		{"NegativeRate", []string{"--rate", "-1"}},
+		{"RateOfMySQLWithRate", []string{"--rate-of-mysql", "0.5", "--rate", "100"}},
+		{"NegativeRateOfMySQL", []string{"--rate-of-mysql", "-0.5"}},
 		{"NegativeKillSwitch", []string{"--killswitch", "-1"}},
 		{"UnknownFlag", []string{"--stores", "redis"}},
 		{"Argument", []string{"extra"}},

@@ -42,6 +42,14 @@ type HTTP struct {
 	Concurrency int
 	// Rate, when positive, is the open loop's offered reserves per second.
 	Rate float64
+	// RateOfMySQL, when positive, first measures mysql mode's closed-loop
+	// capacity at Concurrency, then runs Modes open loop at this fraction
+	// of it (at most max(256, 8 x Concurrency) requests in flight); Rate
+	// is then unused.
+	RateOfMySQL float64
+	// CompareEngine also measures the raw redis engine at Concurrency, and
+	// gives each closed-loop redis cell the p50 that HTTP adds to it.
+	CompareEngine bool
 	// Duration is each cell's measured load, after Warmup unmeasured.
 	Duration time.Duration
 	Warmup   time.Duration
@@ -71,6 +79,16 @@ type HTTPResult struct {
 	// of the cell (the automatic abort trips it when the divergence rate
 	// crosses its threshold): the cell was then served by Redis in part.
 	KillSwitch bool `json:"kill_switch"`
+	// RateOfMySQL and MySQLCapacity, on the open-loop cells of
+	// --rate-of-mysql, say at which fraction of which mysql-mode capacity
+	// (ops/s, the run's first cell) the cell's rate was offered.
+	RateOfMySQL   float64 `json:"rate_of_mysql,omitempty"`
+	MySQLCapacity float64 `json:"mysql_capacity_ops_per_sec,omitempty"`
+	// EngineP50MS (--compare-engine, closed-loop redis cells) is the raw
+	// redis engine's p50 at the same concurrency, measured in the same
+	// run; AddedP50MS the p50 the service adds over it.
+	EngineP50MS float64 `json:"engine_p50_ms,omitempty"`
+	AddedP50MS  float64 `json:"added_p50_ms,omitempty"`
 }
 
 // PrintHTTPResults prints the engine bench's table plus a shadow line per
@@ -95,25 +113,45 @@ func PrintHTTPResults(w io.Writer, results []HTTPResult, asJSON bool) error {
 		if r.KillSwitch {
 			killed = " (KILL SWITCH ENGAGED: served by Redis in part)"
 		}
+		if r.Suite != "http" {
+			continue
+		}
 		fmt.Fprintf(w, "shadow of %s at %s: p99 %.2f ms, drops %d, timeouts %d%s\n",
 			r.Mode, load, r.ShadowP99MS, r.ShadowDrops, r.ShadowTimeouts, killed)
+		if r.RateOfMySQL > 0 {
+			fmt.Fprintf(w, "  offered %.2f x mysql mode's capacity (%.0f ops/s)\n", r.RateOfMySQL, r.MySQLCapacity)
+		}
+		if r.EngineP50MS > 0 {
+			fmt.Fprintf(w, "  redis mode through HTTP at C=%d: p50 %.2f ms, raw engine %.2f ms: added p50 %.2f ms\n",
+				r.Concurrency, r.P50MS, r.EngineP50MS, r.AddedP50MS)
+		}
 	}
 	return nil
 }
 
-// Run measures every mode; progress receives a line per cell.
+// cellLoad is the load of one cell: closed loop of concurrency buyers,
+// or open loop at rate with at most concurrency requests in flight.
+type cellLoad struct {
+	mode        tandem.Mode
+	concurrency int
+	rate        float64
+}
+
+func (l cellLoad) String() string {
+	if l.rate > 0 {
+		return fmt.Sprintf("rate=%.0f/s", l.rate)
+	}
+	return fmt.Sprintf("C=%d", l.concurrency)
+}
+
+// openInflight is the most requests in flight of the open-loop cells of
+// RateOfMySQL: room for queueing far beyond the closed loop's buyers.
+func (b *HTTP) openInflight() int { return max(256, 8*b.Concurrency) }
+
+// Run measures every mode (after mysql mode's capacity with RateOfMySQL),
+// then the raw redis engine with CompareEngine; progress receives a line
+// per cell.
 func (b *HTTP) Run(ctx context.Context, progress io.Writer) ([]HTTPResult, error) {
-	var t *target
-	var err error
-	if b.Remote != nil {
-		t, err = remoteTarget(b.Remote, b.Pod, b.Shop)
-	} else {
-		t, err = localTarget(ctx, b.Start, b.MySQLDSN, b.Redis, b.Shop, progress)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer t.close()
 	if b.CPUProfile != "" {
 		f, err := os.Create(b.CPUProfile)
 		if err != nil {
@@ -125,30 +163,89 @@ func (b *HTTP) Run(ctx context.Context, progress io.Writer) ([]HTTPResult, error
 		}
 		defer pprof.StopCPUProfile()
 	}
+	results, err := b.runCells(ctx, progress)
+	if err != nil || !b.CompareEngine {
+		return results, err
+	}
+	e := Engine{Stores: []string{"redis"}, Items: b.Items, CartSize: b.CartSize, Concurrency: []int{b.Concurrency},
+		Duration: b.Duration, MySQLDSN: b.MySQLDSN, Redis: b.Redis, Shops: 1, PoolCap: 1000, MaxConns: b.Concurrency}
+	raw, err := e.Run(ctx, progress)
+	if err != nil {
+		return results, fmt.Errorf("raw redis engine: %w", err)
+	}
+	for i := range results {
+		if r := &results[i]; r.Mode == string(tandem.ModeRedis) && r.Rate == 0 {
+			r.EngineP50MS = raw[0].P50MS
+			r.AddedP50MS = r.P50MS - raw[0].P50MS
+		}
+	}
+	for _, r := range raw {
+		results = append(results, HTTPResult{Result: r})
+	}
+	return results, nil
+}
+
+// runCells measures the modes on the target, restarting an in-process
+// server before each cell.
+func (b *HTTP) runCells(ctx context.Context, progress io.Writer) ([]HTTPResult, error) {
+	var t *target
+	var err error
+	if b.Remote != nil {
+		t, err = remoteTarget(b.Remote, b.Pod, b.Shop)
+	} else {
+		t, err = localTarget(ctx, b.Start, b.MySQLDSN, b.Redis, b.Shop, progress)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
 	// Fresh item ids per run and per cell: the hot item is stocked anew
 	// before each cell and never sells out, and a running server's other
 	// inventory is left alone.
 	run := fmt.Sprintf("%x", rand.Uint32())
 	itemBase := int64(1_000_000 + rand.IntN(1_000_000_000))
 	var results []HTTPResult
-	for cellNo, mode := range b.Modes {
+	measure := func(l cellLoad) (HTTPResult, error) {
+		cellNo := len(results)
 		if t.restart != nil && cellNo > 0 {
 			if err := t.restart(ctx); err != nil {
-				return results, err
+				return HTTPResult{}, err
 			}
 		}
-		load := fmt.Sprintf("C=%d", b.Concurrency)
-		if b.Rate > 0 {
-			load = fmt.Sprintf("rate=%.0f/s", b.Rate)
-		}
-		fmt.Fprintf(progress, "bench http: %s %s for %s...\n", mode, load, b.Duration)
-		c := newClient(t, b.Concurrency)
-		r, err := b.cell(ctx, c, progress, mode, fmt.Sprintf("%s-%d", run, cellNo), itemBase+int64(cellNo*b.Items))
-		c.close()
+		fmt.Fprintf(progress, "bench http: %s %s for %s...\n", l.mode, l, b.Duration)
+		c := newClient(t, l.concurrency)
+		defer c.close()
+		r, err := b.cell(ctx, c, progress, l, fmt.Sprintf("%s-%d", run, cellNo), itemBase+int64(cellNo*b.Items))
 		if err != nil {
-			return results, fmt.Errorf("%s: %w", mode, err)
+			return r, fmt.Errorf("%s: %w", l.mode, err)
 		}
 		results = append(results, r)
+		return r, nil
+	}
+	open := cellLoad{concurrency: b.Concurrency, rate: b.Rate}
+	if b.RateOfMySQL > 0 {
+		capacity, err := measure(cellLoad{mode: tandem.ModeMySQL, concurrency: b.Concurrency})
+		if err != nil {
+			return results, err
+		}
+		open = cellLoad{concurrency: b.openInflight(), rate: b.RateOfMySQL * capacity.OpsPerSec}
+		fmt.Fprintf(progress, "bench http: mysql mode's capacity %.0f ops/s at C=%d; the modes run open loop at %.2f of it\n",
+			capacity.OpsPerSec, b.Concurrency, b.RateOfMySQL)
+		if open.rate <= 0 {
+			return results, errors.New("mysql mode served nothing: no capacity to take a fraction of")
+		}
+	}
+	for _, mode := range b.Modes {
+		l := open
+		l.mode = mode
+		r, err := measure(l)
+		if err != nil {
+			return results, err
+		}
+		if b.RateOfMySQL > 0 {
+			r.RateOfMySQL, r.MySQLCapacity = b.RateOfMySQL, results[0].OpsPerSec
+			results[len(results)-1] = r
+		}
 	}
 	return results, nil
 }
@@ -178,10 +275,10 @@ type buyers struct {
 	failure  error
 }
 
-func (l *buyers) op(phase string) loadgen.Op {
+func (l *buyers) op(phase string, concurrency int) loadgen.Op {
 	b, url := l.b, "http://"+l.c.t.checkout+"/v1/reservations"
 	return func(ctx context.Context, w int, seq int64) error {
-		lines := cart(b.Items, b.CartSize, int64(w)+seq*int64(b.Concurrency))
+		lines := cart(b.Items, b.CartSize, int64(w)+seq*int64(concurrency))
 		req := reserveBody{CartToken: fmt.Sprintf("bh-%s-%s-%d-%d", l.cellID, phase, w, seq), ShopID: b.Shop,
 			Lines: make([]reserveLine, len(lines))}
 		for i, ln := range lines {
@@ -209,18 +306,19 @@ func (l *buyers) op(phase string) loadgen.Op {
 	}
 }
 
-func (b *HTTP) load(ctx context.Context, d time.Duration, op loadgen.Op) loadgen.Result {
-	if b.Rate > 0 {
-		return loadgen.Open(ctx, b.Rate, b.Concurrency, d, op)
+func (l cellLoad) run(ctx context.Context, d time.Duration, op loadgen.Op) loadgen.Result {
+	if l.rate > 0 {
+		return loadgen.Open(ctx, l.rate, l.concurrency, d, op)
 	}
-	return loadgen.Closed(ctx, b.Concurrency, d, op)
+	return loadgen.Closed(ctx, l.concurrency, d, op)
 }
 
 // cell measures one mode: set the mode, stock fresh items, warm up, run
 // the measured load, then read the shadow's latency and drops.
-func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, mode tandem.Mode, cellID string, itemBase int64) (HTTPResult, error) {
+func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, load cellLoad, cellID string, itemBase int64) (HTTPResult, error) {
+	mode := load.mode
 	res := HTTPResult{Result: Result{Suite: "http", Mode: string(mode), Items: b.Items, CartSize: b.CartSize,
-		Concurrency: b.Concurrency, Rate: b.Rate}, Rate: b.Rate}
+		Concurrency: load.concurrency, Rate: load.rate}, Rate: load.rate}
 	if err := c.setMode(ctx, mode); err != nil {
 		return res, err
 	}
@@ -233,7 +331,7 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, mode tan
 	}
 	l := &buyers{b: b, c: c, cellID: cellID, itemBase: itemBase}
 	if b.Warmup > 0 {
-		b.load(ctx, b.Warmup, l.op("w"))
+		load.run(ctx, b.Warmup, l.op("w", load.concurrency))
 	}
 	before, err := c.settledReport(ctx)
 	if err != nil {
@@ -243,7 +341,7 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, mode tan
 	gather := c.t.metrics // nil for a remote server: no hold figures
 	holdsBefore := gatherHoldsOf(gather)
 	cpuBefore := processCPU()
-	lr := b.load(ctx, b.Duration, l.op("m"))
+	lr := load.run(ctx, b.Duration, l.op("m", load.concurrency))
 	res.perOp(cpuBefore, processCPU(), lr.Ops)
 	if err := ctx.Err(); err != nil {
 		return res, err
