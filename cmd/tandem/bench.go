@@ -77,11 +77,24 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "--items, --cart-size, --duration, --shops and --mysql-max-conns must be positive")
 		return errUsage
 	}
+	run := startBenchRun("engine", args)
 	results, err := b.Run(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	return bench.PrintResults(stdout, results, *js)
+	endBenchRun(run, stderr)
+	return bench.PrintResults(stdout, run, results, *js)
+}
+
+// startBenchRun records the start of `tandem bench sub args`.
+func startBenchRun(sub string, args []string) *bench.RunInfo {
+	return bench.StartRun(bench.CommandLine("tandem bench "+sub, args))
+}
+
+// endBenchRun records the end of the run and says how busy the machine was.
+func endBenchRun(run *bench.RunInfo, progress io.Writer) {
+	run.End()
+	fmt.Fprintf(progress, "bench: load average (1 min) %.2f at the start, %.2f at the end, %d CPUs\n", run.Load1Start, run.Load1End, run.CPUs)
 }
 
 var errUsage = errors.New("usage")

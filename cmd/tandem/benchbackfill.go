@@ -37,9 +37,11 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 		return errUsage
 	}
 	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, "")}
+	run := startBenchRun("backfill", args)
 	res, err := b.Run(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	return bench.PrintBackfill(stdout, res, *js)
+	endBenchRun(run, stderr)
+	return bench.PrintBackfill(stdout, run, res, *js)
 }

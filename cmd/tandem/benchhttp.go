@@ -46,12 +46,14 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return errUsage
 	}
 	rt := bench.NewRedis(*raddr, *rcluster)
+	run := startBenchRun("http", args)
 	if *kill > 0 {
 		r, err := bench.KillSwitch(ctx, startBenchServer, *dsn, rt, *kill, stderr)
 		if err != nil {
 			return err
 		}
-		return bench.PrintKillSwitch(stdout, r, *js)
+		endBenchRun(run, stderr)
+		return bench.PrintKillSwitch(stdout, run, r, *js)
 	}
 	b := bench.HTTP{Start: startBenchServer, Concurrency: *conc, Rate: *rate, Duration: *dur, Warmup: *warmup,
 		Items: *items, CartSize: *cartSize, Shop: *shop, Pod: *pod, MySQLDSN: *dsn, Redis: rt, CPUProfile: *cpu,
@@ -85,7 +87,8 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return bench.PrintHTTPResults(stdout, results, *js)
+	endBenchRun(run, stderr)
+	return bench.PrintHTTPResults(stdout, run, results, *js)
 }
 
 // benchRemote describes the running server of a config file to the bench.

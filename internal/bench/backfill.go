@@ -54,11 +54,14 @@ type BackfillResult struct {
 	Converged    bool    `json:"converged"`
 	// ConvergeError says why the stores did not converge.
 	ConvergeError string `json:"-"`
+	// Run describes the run, in the JSON only.
+	Run *RunInfo `json:"run,omitempty"`
 }
 
 // PrintBackfill prints the run, or its JSON.
-func PrintBackfill(w io.Writer, res BackfillResult, asJSON bool) error {
+func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) error {
 	if asJSON {
+		res.Run = run
 		return json.NewEncoder(w).Encode(res)
 	}
 	fmt.Fprintf(w, "backfill of %d holds over %d shops: %.2fs, %.0f holds/s (list %.2fs, write %.2fs, catch-up %.2fs)\n",

@@ -93,15 +93,15 @@ type HTTPResult struct {
 
 // PrintHTTPResults prints the engine bench's table plus a shadow line per
 // cell, or the JSON.
-func PrintHTTPResults(w io.Writer, results []HTTPResult, asJSON bool) error {
+func PrintHTTPResults(w io.Writer, run *RunInfo, results []HTTPResult, asJSON bool) error {
 	if asJSON {
-		return printJSON(w, results)
+		return printJSON(w, run, results)
 	}
 	plain := make([]Result, len(results))
 	for i, r := range results {
 		plain[i] = r.Result
 	}
-	if err := PrintResults(w, plain, false); err != nil {
+	if err := PrintResults(w, run, plain, false); err != nil {
 		return err
 	}
 	for _, r := range results {

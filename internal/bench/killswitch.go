@@ -29,9 +29,9 @@ type KillSwitchResult struct {
 }
 
 // PrintKillSwitch prints the figure as a line, or as JSON.
-func PrintKillSwitch(w io.Writer, r KillSwitchResult, asJSON bool) error {
+func PrintKillSwitch(w io.Writer, run *RunInfo, r KillSwitchResult, asJSON bool) error {
 	if asJSON {
-		return printJSON(w, []KillSwitchResult{r})
+		return printJSON(w, run, []KillSwitchResult{r})
 	}
 	_, err := fmt.Fprintf(w, "kill switch propagation between two instances over %d changes: p50 %.2f ms, p99 %.2f ms, max %.2f ms (engaging answer p99 %.2f ms), errors %d\n",
 		r.Toggles, r.P50MS, r.P99MS, r.MaxMS, r.APIP99MS, r.Errors)

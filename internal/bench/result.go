@@ -52,10 +52,11 @@ type Result struct {
 	CPUSysUSPerOp  float64 `json:"cpu_sys_us_per_op"`
 }
 
-// PrintResults prints the cells as a table, or as JSON.
-func PrintResults(w io.Writer, results []Result, asJSON bool) error {
+// PrintResults prints the cells as a table, or as JSON with the run's
+// description (when not nil).
+func PrintResults(w io.Writer, run *RunInfo, results []Result, asJSON bool) error {
 	if asJSON {
-		return printJSON(w, results)
+		return printJSON(w, run, results)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\tcpu_us/op\t")
@@ -93,11 +94,15 @@ func PrintResults(w io.Writer, results []Result, asJSON bool) error {
 	return nil
 }
 
-// printJSON prints {"results": results}, indented.
-func printJSON(w io.Writer, results any) error {
+// printJSON prints {"run": run, "results": results}, indented.
+func printJSON(w io.Writer, run *RunInfo, results any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"results": results})
+	out := map[string]any{"results": results}
+	if run != nil {
+		out["run"] = run
+	}
+	return enc.Encode(out)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
