@@ -22,10 +22,16 @@ func TestBenchHTTP(t *testing.T) {
 		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	var out struct {
+		Run     map[string]any   `json:"run"`
 		Results []map[string]any `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
+	}
+	for _, key := range []string{"command", "started_at", "load1_start", "load1_end", "cpus"} {
+		if _, ok := out.Run[key]; !ok {
+			t.Errorf("got no run.%s in %v, want it", key, out.Run)
+		}
 	}
 	if len(out.Results) != 2 {
 		t.Fatalf("got %d results, want 2 (one per mode)", len(out.Results))
@@ -34,7 +40,8 @@ func TestBenchHTTP(t *testing.T) {
 		r := out.Results[i]
 		t.Run(mode, func(t *testing.T) {
 			for _, key := range []string{"suite", "mode", "items", "cart_size", "concurrency", "rate", "mysql_latency_ms",
-				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops"} {
+				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops", "shadow_timeouts",
+				"cpu_us_per_op", "cpu_user_us_per_op", "cpu_sys_us_per_op"} {
 				if _, ok := r[key]; !ok {
 					t.Errorf("got no %q in %v, want it", key, r)
 				}
@@ -53,6 +60,10 @@ func TestBenchHTTP(t *testing.T) {
 				t.Errorf("got %v errors, want 0; stderr:\n%s", r["errors"], stderr.String())
 			}
 		})
+	}
+	// The in-process server's MySQL shadow holds connections in shadow mode.
+	if holds, _ := out.Results[1]["conn_hold_p99_ms"].(map[string]any); holds["reserve"] == nil {
+		t.Errorf("shadow mode: got conn_hold_p99_ms %v, want the reserve tag's", out.Results[1]["conn_hold_p99_ms"])
 	}
 	if got := out.Results[0]["shadow_p99_ms"]; got != 0.0 {
 		t.Errorf("redis mode: got shadow_p99_ms %v, want 0 (no shadow)", got)
