@@ -32,14 +32,22 @@ run:
 bench:
 	$(GO) run ./cmd/tandem bench engine --concurrency 1,8,32,128 --duration 3s
 
-# benchmarks: regenerate every figure of BENCHMARKS.md (engine sweeps with and without injected latency, HTTP per mode, kill switch)
+# benchmarks: run every cell of BENCHMARKS.md (5 s cells, about 6 minutes; run it on a quiet machine), JSON in artifacts/, then regenerate its tables and figures
 benchmarks:
 	mkdir -p artifacts
-	$(GO) run ./cmd/tandem bench engine --duration 5s --json > artifacts/bench-engine-loopback.json
-	$(GO) run ./cmd/tandem bench engine --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
-	$(GO) run ./cmd/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
-	$(GO) run ./cmd/tandem bench http --modes redis,shadow,mysql --concurrency 32 --duration 8s --json > artifacts/bench-http-closed.json
-	$(GO) run ./cmd/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
+	$(GO) build -o $(BIN)/tandem ./cmd/tandem
+	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
+	$(BIN)/tandem bench engine --stores redis,mysql,naive --concurrency 1,8,32,128 --duration 5s --json > artifacts/bench-engine-loopback.json
+	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 1,8,32,128 --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
+	$(BIN)/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
+	$(BIN)/tandem bench http --modes redis,shadow,mysql --concurrency 32 --duration 5s --json > artifacts/bench-http-closed.json
+	$(BIN)/tandem bench http --modes redis,shadow --rate-of-mysql 0.5 --concurrency 32 --duration 5s --json > artifacts/bench-http-half-mysql.json
+	$(BIN)/tandem bench http --modes redis --concurrency 1 --compare-engine --duration 5s --json > artifacts/bench-http-c1.json
+	$(BIN)/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
+	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --json > artifacts/bench-backfill.json
+	$(BIN)/tandem bench report --update BENCHMARKS.md artifacts/bench-engine-loopback.json artifacts/bench-engine-latency.json \
+		artifacts/bench-engine-cart5.json artifacts/bench-http-closed.json artifacts/bench-http-half-mysql.json \
+		artifacts/bench-http-c1.json artifacts/bench-killswitch.json artifacts/bench-backfill.json
 
 # soak: the long soak against real MariaDB and Redis (make soak SOAK=10m)
 SOAK ?= 10m

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
 	"testing"
 	"time"
 
-	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/bench"
 	"github.com/tandemhq/tandem/internal/testenv"
 )
 
@@ -23,10 +22,16 @@ func TestBenchHTTP(t *testing.T) {
 		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	var out struct {
+		Run     map[string]any   `json:"run"`
 		Results []map[string]any `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
+	}
+	for _, key := range []string{"command", "started_at", "load1_start", "load1_end", "cpus"} {
+		if _, ok := out.Run[key]; !ok {
+			t.Errorf("got no run.%s in %v, want it", key, out.Run)
+		}
 	}
 	if len(out.Results) != 2 {
 		t.Fatalf("got %d results, want 2 (one per mode)", len(out.Results))
@@ -35,7 +40,8 @@ func TestBenchHTTP(t *testing.T) {
 		r := out.Results[i]
 		t.Run(mode, func(t *testing.T) {
 			for _, key := range []string{"suite", "mode", "items", "cart_size", "concurrency", "rate", "mysql_latency_ms",
-				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops"} {
+				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops", "shadow_timeouts",
+				"cpu_us_per_op", "cpu_user_us_per_op", "cpu_sys_us_per_op"} {
 				if _, ok := r[key]; !ok {
 					t.Errorf("got no %q in %v, want it", key, r)
 				}
@@ -55,6 +61,10 @@ func TestBenchHTTP(t *testing.T) {
 			}
 		})
 	}
+	// The in-process server's MySQL shadow holds connections in shadow mode.
+	if holds, _ := out.Results[1]["conn_hold_p99_ms"].(map[string]any); holds["reserve"] == nil {
+		t.Errorf("shadow mode: got conn_hold_p99_ms %v, want the reserve tag's", out.Results[1]["conn_hold_p99_ms"])
+	}
 	if got := out.Results[0]["shadow_p99_ms"]; got != 0.0 {
 		t.Errorf("redis mode: got shadow_p99_ms %v, want 0 (no shadow)", got)
 	}
@@ -71,7 +81,7 @@ func TestBenchHTTPKillSwitch(t *testing.T) {
 		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	var out struct {
-		Results []KillSwitchResult `json:"results"`
+		Results []bench.KillSwitchResult `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("got output %q, want JSON: %v", stdout.String(), err)
@@ -96,6 +106,8 @@ func TestBenchHTTPUsage(t *testing.T) {
 		{"UnknownMode", []string{"--modes", "redis,postgres"}},
 		{"ZeroConcurrency", []string{"--concurrency", "0"}},
 		{"NegativeRate", []string{"--rate", "-1"}},
+		{"RateOfMySQLWithRate", []string{"--rate-of-mysql", "0.5", "--rate", "100"}},
+		{"NegativeRateOfMySQL", []string{"--rate-of-mysql", "-0.5"}},
 		{"NegativeKillSwitch", []string{"--killswitch", "-1"}},
 		{"UnknownFlag", []string{"--stores", "redis"}},
 		{"Argument", []string{"extra"}},
@@ -106,40 +118,5 @@ func TestBenchHTTPUsage(t *testing.T) {
 				t.Errorf("got exit code %d, want 2 (usage); stderr:\n%s", code, stderr.String())
 			}
 		})
-	}
-}
-
-func TestModePath(t *testing.T) {
-	for _, tc := range []struct {
-		from, to tandem.Mode
-		want     []tandem.Mode
-	}{
-		{tandem.ModeRedis, tandem.ModeRedis, nil},
-		{tandem.ModeRedis, tandem.ModeShadow, []tandem.Mode{tandem.ModeShadow}},
-		{tandem.ModeRedis, tandem.ModeMySQL, []tandem.Mode{tandem.ModeShadow, tandem.ModeMySQL}},
-		{tandem.ModeMySQL, tandem.ModeRedis, []tandem.Mode{tandem.ModeShadow, tandem.ModeRedis}},
-		{tandem.ModeMySQLOnly, tandem.ModeShadow, []tandem.Mode{tandem.ModeMySQL, tandem.ModeShadow}},
-		{tandem.ModeShadow, tandem.ModeMySQLOnly, []tandem.Mode{tandem.ModeMySQL, tandem.ModeMySQLOnly}},
-		{tandem.ModeRedis, "postgres", nil},
-	} {
-		t.Run(string(tc.from)+"To"+string(tc.to), func(t *testing.T) {
-			if got := modePath(tc.from, tc.to); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestDialAddr(t *testing.T) {
-	for _, tc := range []struct{ listen, want string }{
-		{"127.0.0.1:8080", "127.0.0.1:8080"},
-		{"0.0.0.0:8080", "127.0.0.1:8080"},
-		{":8081", "127.0.0.1:8081"},
-		{"[::]:8081", "127.0.0.1:8081"},
-		{"10.0.0.5:80", "10.0.0.5:80"},
-	} {
-		if got := dialAddr(tc.listen); got != tc.want {
-			t.Errorf("dialAddr(%q): got %q, want %q", tc.listen, got, tc.want)
-		}
 	}
 }

@@ -63,7 +63,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--listen", "nowhere"}, `tandem: serve: --listen: want host:port, got "nowhere"`},
 		{[]string{"serve", "--admin-listen", "nowhere"}, `tandem: serve: --admin-listen: want host:port, got "nowhere"`},
 		{[]string{"migrate"}, "tandem: migrate: --config is required\nusage: tandem migrate --config FILE"},
-		{[]string{"bench"}, "tandem: bench: want engine, http or backfill"},
+		{[]string{"bench"}, "tandem: bench: want engine, http, backfill or report"},
 		{[]string{"bench", "disk"}, `tandem: bench: unknown benchmark "disk"`},
 		{[]string{"bench", "http", "--rate", "fast"}, "tandem: bench http: invalid value \"fast\" for flag -rate"},
 		{[]string{"version", "now"}, `tandem: version: unexpected argument "now"`},

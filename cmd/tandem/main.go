@@ -26,11 +26,13 @@ const usage = `usage:
   tandem bench http [--config FILE] [--modes redis,shadow,mysql] [--concurrency 32] [--rate 0] [--duration 8s]
                     [--warmup D] [--items 1] [--cart-size 1] [--shop 1] [--pod POD] [--mysql-dsn DSN]
                     [--redis-addr ADDR] [--cpuprofile FILE] [--json]
-                    [--redis-cluster HOST:PORT,...]
+                    [--redis-cluster HOST:PORT,...] [--rate-of-mysql F] [--compare-engine]
   tandem bench http --killswitch N [--redis-cluster HOST:PORT,...] [--json]
                     (kill switch propagation between two in-process instances)
   tandem bench backfill [--holds 50000] [--shops 200] [--rate 400] [--warmup 2s] [--mysql-dsn DSN]
                         [--redis-addr ADDR] [--json]
+  tandem bench report [--update FILE] RUN.json...
+                      (markdown tables and issue 14's figures from the benches' --json output)
   tandem version
   tandem help
 
@@ -48,10 +50,11 @@ addresses. TANDEM_ADMIN_TOKEN is required with --config.`
 	migrateSynopsis = "tandem migrate --config FILE"
 	migrateSummary  = `Creates or upgrades every table of the control database and of every pod's
 MySQL; idempotent; creates a missing database when the user may.`
-	benchSynopsis = "tandem bench engine|http|backfill [FLAGS]"
+	benchSynopsis = "tandem bench engine|http|backfill|report [FLAGS]"
 	benchSummary  = `Load generator and benchmark: 'tandem bench engine' measures the engines
 directly, 'tandem bench http' the service over HTTP. 'tandem bench engine
---help' and 'tandem bench http --help' list every flag.`
+--help' and 'tandem bench http --help' list every flag. 'tandem bench report'
+renders the JSON of runs as markdown.`
 	benchEngineSynopsis = "tandem bench engine [FLAGS]"
 	benchEngineSummary  = `Measures reserve throughput and latency of the engines (redis, mysql unit
 rows, naive single-row baseline) on scratch databases and key prefixes.`
@@ -116,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("bench: want engine, http or backfill")
+		return usagef("bench: want engine, http, backfill or report")
 	}
 	switch args[0] {
 	case "engine":
@@ -125,11 +128,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runBenchHTTP(ctx, args[1:], stdout, stderr)
 	case "backfill":
 		return runBenchBackfill(ctx, args[1:], stdout, stderr)
+	case "report":
+		return runBenchReport(args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "usage: %s\n\n%s\n", benchSynopsis, benchSummary)
 		return errHelp
 	}
-	return usagef("bench: unknown benchmark %q, want engine, http or backfill", args[0])
+	return usagef("bench: unknown benchmark %q, want engine, http, backfill or report", args[0])
 }
 
 func runVersion(args []string, stdout io.Writer) error {
@@ -173,6 +178,19 @@ func newFlagSet(name string) *flag.FlagSet {
 // the summary and every flag to stdout and returns errHelp (exit 0); a bad
 // flag or a stray argument returns a usage error naming it (exit 2).
 func parseArgs(fs *flag.FlagSet, args []string, synopsis, summary string, stdout io.Writer) error {
+	if err := parseFlags(fs, args, synopsis, summary, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", strings.TrimPrefix(fs.Name(), "tandem "), fs.Arg(0)),
+			command: fs.Name(), synopsis: synopsis}
+	}
+	return nil
+}
+
+// parseFlags is parseArgs for a command that takes arguments after its
+// flags (fs.Args()).
+func parseFlags(fs *flag.FlagSet, args []string, synopsis, summary string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -186,9 +204,6 @@ func parseArgs(fs *flag.FlagSet, args []string, synopsis, summary string, stdout
 		return errHelp
 	case err != nil:
 		return &usageError{msg: strings.TrimPrefix(fs.Name(), "tandem ") + ": " + err.Error(), command: fs.Name(), synopsis: synopsis}
-	case fs.NArg() > 0:
-		return &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", strings.TrimPrefix(fs.Name(), "tandem "), fs.Arg(0)),
-			command: fs.Name(), synopsis: synopsis}
 	}
 	return nil
 }

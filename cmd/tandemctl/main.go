@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tandemhq/tandem/internal/adminclient"
 	"github.com/tandemhq/tandem/internal/cli"
 )
 
@@ -198,17 +199,18 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	if token == "" && !cmd.local {
 		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set (or TANDEM_VIEWER_TOKEN, read-only)", usage: cmd.usage})
 	}
+	hc := m.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultTimeout}
+	}
 	c := &client{
-		base:   strings.TrimRight(g.url, "/"),
-		token:  token,
-		actor:  g.actor,
+		api:    &adminclient.Client{Base: g.url, Token: token, Actor: g.actor, HTTP: hc},
 		json:   g.json,
-		http:   m.HTTPClient,
 		stdout: m.Stdout,
 		stderr: m.Stderr,
 	}
-	if c.http == nil {
-		c.http = &http.Client{Timeout: DefaultTimeout}
+	if c.json {
+		c.api.Raw = c.printRaw
 	}
 
 	return m.finish(cmd, run(ctx, c, pos))
@@ -233,7 +235,7 @@ func (m *Main) finish(cmd *command, err error) int {
 		return m.usage(ue)
 	case errors.As(err, &ae):
 		fmt.Fprintf(m.Stderr, "%s: %s\n", ae.Code, ae.Message)
-		for _, line := range ae.detailLines() {
+		for _, line := range detailLines(ae) {
 			fmt.Fprintf(m.Stderr, "  %s\n", line)
 		}
 		return ExitError

@@ -27,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tandemhq/tandem/internal/scratch"
 	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/redisres"
 )
@@ -255,19 +256,7 @@ func (c *Cluster) MustClient(tb testing.TB) (*redis.ClusterClient, string) {
 // DeletePrefix deletes every key that starts with prefix on every master
 // (SCAN only walks the node it is sent to).
 func DeletePrefix(ctx context.Context, rdb *redis.ClusterClient, prefix string) error {
-	if !strings.HasSuffix(prefix, ":") {
-		return fmt.Errorf("refusing to delete keys under prefix %q (want a trailing colon)", prefix)
-	}
-	return rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		iter := m.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			// One key at a time: keys of one SCAN page live in many slots.
-			if err := m.Unlink(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	})
+	return scratch.DeletePrefix(ctx, rdb, prefix)
 }
 
 // Info is what one node says about itself.

@@ -9,16 +9,13 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tandemhq/tandem/internal/scratch"
 )
 
 // RequireIntegration skips tb under -short with how to run it.
@@ -47,44 +44,27 @@ func RedisAddr() string {
 }
 
 // RandomName returns prefix followed by 12 random hex digits.
-func RandomName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+func RandomName(prefix string) string { return scratch.Name(prefix) }
 
 // MustCreateDatabase creates a fresh database, drops it when tb ends, and
 // returns a DSN for it with parseTime set.
 func MustCreateDatabase(tb testing.TB) string {
 	tb.Helper()
 	RequireIntegration(tb)
-	cfg, err := mysql.ParseDSN(RootDSN())
-	if err != nil {
-		tb.Fatalf("parse TANDEM_TEST_MYSQL_DSN: %v", err)
-	}
-	cfg.DBName = ""
-	root, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		tb.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	name := RandomName("tandem_test_")
-	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		root.Close()
-		tb.Fatalf("MariaDB/MySQL on %s is required (start it, see README): %v", cfg.Addr, err)
+	db, err := scratch.CreateDatabase(ctx, RootDSN(), RandomName("tandem_test_"))
+	if err != nil {
+		tb.Fatalf("%v (is the server up? see README; TANDEM_TEST_MYSQL_DSN overrides it)", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			tb.Errorf("drop test database %s: %v", name, err)
+		if err := db.Drop(ctx); err != nil {
+			tb.Errorf("drop test database: %v", err)
 		}
-		root.Close()
 	})
-	cfg.DBName = name
-	cfg.ParseTime = true
-	return cfg.FormatDSN()
+	return db.DSN
 }
 
 // MustRedis returns a client of the real Redis and a fresh key prefix
@@ -110,24 +90,9 @@ func MustRedis(tb testing.TB) (*redis.Client, string) {
 // DeletePrefix deletes every key that starts with prefix.
 func DeletePrefix(tb testing.TB, rdb *redis.Client, prefix string) {
 	tb.Helper()
-	if !strings.HasSuffix(prefix, ":") {
-		tb.Fatalf("refusing to delete keys under prefix %q (want a trailing colon)", prefix)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 500 {
-			rdb.Unlink(ctx, keys...)
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		rdb.Unlink(ctx, keys...)
-	}
-	if err := iter.Err(); err != nil {
+	if err := scratch.DeletePrefix(ctx, rdb, prefix); err != nil {
 		tb.Errorf("clean Redis prefix %s: %v", prefix, err)
 	}
 }

@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+	"github.com/tandemhq/tandem/mysqlres"
+	"github.com/tandemhq/tandem/redisres"
+)
+
+// Backfill is `tandem bench backfill`: the online backfill that a pod
+// entering shadow runs. Holds active holds are written into a scratch
+// Redis as a legacy pod has them, buyers reserve and release through the
+// router at Rate, and the copy into a scratch MySQL runs meanwhile; the
+// stores must converge afterwards.
+type Backfill struct {
+	Holds int
+	// Shops the holds are spread over (one position each).
+	Shops int
+	// Rate is buyer operations per second (a reserve then its release).
+	Rate int
+	// Warmup is the buyers' measurement before the copy.
+	Warmup   time.Duration
+	MySQLDSN string
+	Redis    Redis
+}
+
+// BackfillResult is one run of the backfill bench.
+type BackfillResult struct {
+	Suite        string  `json:"suite"`
+	Holds        int     `json:"holds"`
+	Shops        int     `json:"shops"`
+	CopySeconds  float64 `json:"copy_seconds"`
+	HoldsPerSec  float64 `json:"holds_per_sec"`
+	ListSeconds  float64 `json:"list_seconds"`
+	WriteSeconds float64 `json:"write_seconds"`
+	CatchUpSecs  float64 `json:"catch_up_seconds"`
+	BuyerRate    int     `json:"buyer_rate"`
+	BeforeOps    int     `json:"before_ops"`
+	BeforeP50MS  float64 `json:"before_p50_ms"`
+	BeforeP99MS  float64 `json:"before_p99_ms"`
+	DuringOps    int     `json:"during_ops"`
+	DuringP50MS  float64 `json:"during_p50_ms"`
+	DuringP99MS  float64 `json:"during_p99_ms"`
+	BuyerErrors  int64   `json:"buyer_errors"`
+	Converged    bool    `json:"converged"`
+	// ConvergeError says why the stores did not converge.
+	ConvergeError string `json:"-"`
+	// Run describes the run, in the JSON only.
+	Run *RunInfo `json:"run,omitempty"`
+}
+
+// PrintBackfill prints the run, or its JSON.
+func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) error {
+	if asJSON {
+		res.Run = run
+		return json.NewEncoder(w).Encode(res)
+	}
+	fmt.Fprintf(w, "backfill of %d holds over %d shops: %.2fs, %.0f holds/s (list %.2fs, write %.2fs, catch-up %.2fs)\n",
+		res.Holds, res.Shops, res.CopySeconds, res.HoldsPerSec, res.ListSeconds, res.WriteSeconds, res.CatchUpSecs)
+	fmt.Fprintf(w, "buyers at %d/s: before p50 %.2f ms p99 %.2f ms (%d ops); during p50 %.2f ms p99 %.2f ms (%d ops); p99 ratio %.2fx; %d errors\n",
+		res.BuyerRate, res.BeforeP50MS, res.BeforeP99MS, res.BeforeOps, res.DuringP50MS, res.DuringP99MS, res.DuringOps,
+		res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
+	if !res.Converged {
+		fmt.Fprintf(w, "stores did not converge: %s\n", res.ConvergeError)
+	} else {
+		fmt.Fprintln(w, "stores converged hold by hold after the copy")
+	}
+	return nil
+}
+
+// backfillStores are the scratch stores and the router of a backfill run.
+type backfillStores struct {
+	env    *env
+	my     *mysqlres.Store
+	rs     *redisres.Store
+	modes  *fixedMode
+	router *dualwrite.Router
+	closed []func()
+}
+
+func (s *backfillStores) close() {
+	for i := len(s.closed) - 1; i >= 0; i-- {
+		s.closed[i]()
+	}
+}
+
+func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis) (*backfillStores, error) {
+	e, err := newEnv(ctx, mysqlDSN, 0, rt)
+	if err != nil {
+		return nil, err
+	}
+	s := &backfillStores{env: e, closed: []func(){e.close}}
+	s.my = mysqlres.NewStore(e.dsn)
+	if err := s.my.Open(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.closed = append(s.closed, func() { s.my.Close() })
+	if err := s.my.Migrate(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.rs = redisres.NewStore(e.rdb, s.my.Ledger())
+	s.rs.Prefix = e.prefix
+	if err := s.rs.Open(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.closed = append(s.closed, func() { s.rs.Close() })
+	s.modes = &fixedMode{}
+	s.modes.set(tandem.ModeRedis)
+	shopSet, _ := tandem.ParseShopSet([]string{"1-1000000000"})
+	s.router = dualwrite.NewRouter("bench", shopSet, s.rs, s.my)
+	s.router.Ledger, s.router.Modes, s.router.Dirty = s.my.Ledger(), s.modes, s.my
+	if err := s.router.Open(); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.closed = append(s.closed, func() { s.router.Close() })
+	return s, nil
+}
+
+// legacyHolds writes the holds into Redis as a legacy pod has them.
+func (b *Backfill) legacyHolds(ctx context.Context, s *backfillStores, progress io.Writer) error {
+	perShop := (b.Holds + b.Shops - 1) / b.Shops
+	fmt.Fprintf(progress, "bench backfill: writing %d holds over %d shops into Redis\n", b.Holds, b.Shops)
+	exp := time.Now().Add(time.Hour)
+	var hs []tandem.Reservation
+	for shop := int64(1); shop <= int64(b.Shops); shop++ {
+		if _, err := s.router.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, int64(2*perShop+100)); err != nil {
+			return err
+		}
+		for c := 0; c < perShop && len(hs) < b.Holds; c++ {
+			hs = append(hs, tandem.Reservation{ShopID: shop, CartToken: fmt.Sprintf("legacy-%d", c),
+				Status: tandem.StatusReserved, ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}})
+		}
+	}
+	_, err := s.rs.Rebuild(ctx, hs)
+	return err
+}
+
+// backfillBuyers reserve and release at a steady rate; their latencies are
+// kept per phase (0 before the copy, 1 during, 2 after).
+type backfillBuyers struct {
+	phase atomic.Int32
+	errs  atomic.Int64
+	mu    sync.Mutex
+	lat   [3][]time.Duration
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, shops int) {
+	l.stop = make(chan struct{})
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				shop := int64(1 + (n*7919)%shops)
+				token := fmt.Sprintf("buyer-%d", n)
+				ph := l.phase.Load()
+				start := time.Now()
+				_, err := r.Reserve(ctx, tandem.ReserveRequest{CartToken: token, ShopID: shop,
+					Lines: []tandem.LineRequest{{ItemID: 1, Quantity: 1, GroupIDs: []int64{1}}}})
+				d := time.Since(start)
+				if err == nil {
+					_, err = r.Release(ctx, shop, token)
+				}
+				if err != nil {
+					l.errs.Add(1)
+				}
+				l.mu.Lock()
+				l.lat[ph] = append(l.lat[ph], d)
+				l.mu.Unlock()
+			}()
+		}
+	}()
+}
+
+func (l *backfillBuyers) halt() {
+	l.phase.Store(2)
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// Run writes the legacy holds, starts the buyers, runs the backfill and
+// waits for the stores to converge.
+func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult, error) {
+	res := BackfillResult{Suite: "backfill", Shops: b.Shops, BuyerRate: b.Rate}
+	s, err := openBackfillStores(ctx, b.MySQLDSN, b.Redis)
+	if err != nil {
+		return res, err
+	}
+	defer s.close()
+	if err := b.legacyHolds(ctx, s, progress); err != nil {
+		return res, err
+	}
+	l := &backfillBuyers{}
+	l.run(ctx, s.router, b.Rate, b.Shops)
+	time.Sleep(b.Warmup)
+	l.phase.Store(1)
+	start := time.Now()
+	var mu sync.Mutex
+	marks := map[string]time.Duration{}
+	watch := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-watch:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if pr := s.router.BackfillProgress(); pr != nil {
+				mu.Lock()
+				if _, ok := marks[pr.Phase]; !ok {
+					marks[pr.Phase] = time.Since(start)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	n, err := s.router.Backfill(ctx)
+	took := time.Since(start)
+	close(watch)
+	l.halt()
+	if err != nil {
+		return res, err
+	}
+	s.modes.set(tandem.ModeShadow)
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	_, cerr := s.router.Converged(cctx)
+	cancel()
+
+	mu.Lock()
+	defer mu.Unlock()
+	res.Holds, res.CopySeconds, res.HoldsPerSec = n, took.Seconds(), float64(n)/took.Seconds()
+	res.BuyerErrors, res.Converged = l.errs.Load(), cerr == nil
+	if cerr != nil {
+		res.ConvergeError = cerr.Error()
+	}
+	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(l.lat[1])
+	res.ListSeconds = marks["copy"].Seconds()
+	res.WriteSeconds = (marks["catch_up"] - marks["copy"]).Seconds()
+	res.CatchUpSecs = (took - marks["catch_up"]).Seconds()
+	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
+	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(l.lat[1], 0.5)), ms(quantileOf(l.lat[1], 0.99))
+	return res, nil
+}
+
+func quantileOf(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// fixedMode is a ModeSource for the benches' own routers.
+type fixedMode struct{ m atomic.Value }
+
+func (f *fixedMode) set(m tandem.Mode) { f.m.Store(m) }
+
+// Mode implements dualwrite.ModeSource.
+func (f *fixedMode) Mode(string) tandem.Mode { return f.m.Load().(tandem.Mode) }

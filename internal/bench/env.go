@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tandemhq/tandem/internal/faultproxy"
+	"github.com/tandemhq/tandem/internal/scratch"
+)
+
+// Redis is the Redis a bench runs on: one server, or a cluster's seed
+// nodes.
+type Redis struct {
+	Addr    string
+	Cluster []string
+}
+
+// NewRedis returns the Redis of --redis-addr, or of --redis-cluster when
+// cluster (comma-separated seed nodes) is not empty.
+func NewRedis(addr, cluster string) Redis {
+	if cluster == "" {
+		return Redis{Addr: addr}
+	}
+	return Redis{Cluster: strings.Split(cluster, ",")}
+}
+
+func (r Redis) String() string {
+	if len(r.Cluster) > 0 {
+		return "cluster " + strings.Join(r.Cluster, ",")
+	}
+	return r.Addr
+}
+
+func (r Redis) client() redis.UniversalClient {
+	if len(r.Cluster) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Cluster, PoolSize: 256})
+	}
+	return redis.NewClient(&redis.Options{Addr: r.Addr, PoolSize: 256})
+}
+
+// env is a scratch database (behind the latency proxy when asked) and a
+// scratch Redis prefix, removed at the end.
+type env struct {
+	db      *scratch.Database
+	dsn     string // of the scratch database, through the proxy
+	proxy   *faultproxy.Proxy
+	rdb     redis.UniversalClient
+	redis   Redis
+	prefix  string
+	cleanup []func()
+}
+
+func newEnv(ctx context.Context, mysqlDSN string, latency time.Duration, rt Redis) (*env, error) {
+	e := &env{redis: rt}
+	var err error
+	if e.db, err = scratch.CreateDatabase(ctx, mysqlDSN, scratch.Name("tandem_bench_")); err != nil {
+		return nil, fmt.Errorf("bench needs MySQL: %w", err)
+	}
+	e.cleanup = append(e.cleanup, func() { e.db.Drop(context.Background()) })
+	cfg, err := mysql.ParseDSN(e.db.DSN)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	if latency > 0 {
+		if e.proxy, err = faultproxy.Listen(cfg.Addr); err != nil {
+			e.close()
+			return nil, err
+		}
+		e.proxy.SetLatency(latency)
+		e.cleanup = append(e.cleanup, func() { e.proxy.Close() })
+		cfg.Addr = e.proxy.Addr()
+	}
+	e.dsn = cfg.FormatDSN()
+	e.rdb = rt.client()
+	if err := e.rdb.Ping(ctx).Err(); err != nil {
+		e.rdb.Close()
+		e.close()
+		return nil, fmt.Errorf("bench needs Redis at %s: %w", rt, err)
+	}
+	e.prefix = scratch.Name("tandem_bench:") + ":"
+	e.cleanup = append(e.cleanup, func() {
+		scratch.DeletePrefix(context.Background(), e.rdb, e.prefix)
+		e.rdb.Close()
+	})
+	return e, nil
+}
+
+// database creates another scratch database beside the bench's, dropped
+// with it.
+func (e *env) database(ctx context.Context, suffix string) (*scratch.Database, error) {
+	db, err := e.db.Sibling(ctx, suffix)
+	if err != nil {
+		return nil, err
+	}
+	e.cleanup = append(e.cleanup, func() { db.Drop(context.Background()) })
+	return db, nil
+}
+
+func (e *env) close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+}

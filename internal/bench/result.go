@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is one cell of a benchmark, in the JSON form scripts read.
+type Result struct {
+	Suite          string             `json:"suite"`
+	Store          string             `json:"store,omitempty"`
+	Mode           string             `json:"mode,omitempty"`
+	Items          int                `json:"items"`
+	CartSize       int                `json:"cart_size"`
+	Concurrency    int                `json:"concurrency"`
+	Rate           float64            `json:"rate,omitempty"`
+	MySQLLatencyMS float64            `json:"mysql_latency_ms"`
+	MaxConns       int                `json:"mysql_max_conns,omitempty"`
+	OpsPerSec      float64            `json:"ops_per_sec"`
+	P50MS          float64            `json:"p50_ms"`
+	P99MS          float64            `json:"p99_ms"`
+	P999MS         float64            `json:"p999_ms"`
+	Errors         int64              `json:"errors"`
+	Refused        int64              `json:"refused"`
+	ConnHoldMS     map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
+	// SlowPath counts the MySQL reserves that left the SKIP LOCKED fast path
+	// for the ledger-locked slow path; Retries the transactions rerun after
+	// a deadlock or lock-wait timeout.
+	SlowPath int64 `json:"slow_path,omitempty"`
+	Retries  int64 `json:"tx_retries,omitempty"`
+	// FirstError is the text of the first failed operation of the cell.
+	FirstError  string  `json:"first_error,omitempty"`
+	ShadowP99MS float64 `json:"shadow_p99_ms,omitempty"`
+	ShadowDrops int64   `json:"shadow_drops,omitempty"`
+	// ConnHoldP99MS is the p99 of the connection hold per conn_tag,
+	// estimated from the engine's histogram buckets (linear within a
+	// bucket, as Prometheus' histogram_quantile): coarse, a bucket wide.
+	// Both conn_hold maps cover the measured load only.
+	ConnHoldP99MS map[string]float64 `json:"conn_hold_p99_ms,omitempty"`
+	// CPUUSPerOp is the bench process's CPU time (getrusage RUSAGE_SELF,
+	// user + system) over the measured load, in microseconds per
+	// operation: the client, the driver and the latency proxy for the
+	// engine suite, the client and the in-process server for http. The
+	// database servers are other processes and not counted.
+	CPUUSPerOp     float64 `json:"cpu_us_per_op"`
+	CPUUserUSPerOp float64 `json:"cpu_user_us_per_op"`
+	CPUSysUSPerOp  float64 `json:"cpu_sys_us_per_op"`
+}
+
+// PrintResults prints the cells as a table, or as JSON with the run's
+// description (when not nil).
+func PrintResults(w io.Writer, run *RunInfo, results []Result, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, run, results)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\tcpu_us/op\t")
+	for _, r := range results {
+		name := r.Store
+		if name == "" {
+			name = r.Mode
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.0f\t\n", r.Suite, name, r.Items, r.CartSize,
+			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused, r.CPUUSPerOp)
+	}
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(tw, "first error of %s at C=%d: %s\n", r.Store+r.Mode, r.Concurrency, r.FirstError)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if len(r.ConnHoldMS) == 0 {
+			continue
+		}
+		tags := make([]string, 0, len(r.ConnHoldMS))
+		for t := range r.ConnHoldMS {
+			tags = append(tags, t)
+		}
+		sort.Strings(tags)
+		parts := make([]string, len(tags))
+		for i, t := range tags {
+			parts[i] = fmt.Sprintf("%s=%.2f/%.2fms", t, r.ConnHoldMS[t], r.ConnHoldP99MS[t])
+		}
+		fmt.Fprintf(w, "mysql conn hold (mean/p99) of %s at C=%d: %s; slow path %d, retries %d\n", r.Store+r.Mode, r.Concurrency, strings.Join(parts, " "), r.SlowPath, r.Retries)
+	}
+	return nil
+}
+
+// printJSON prints {"run": run, "results": results}, indented.
+func printJSON(w io.Writer, run *RunInfo, results any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	out := map[string]any{"results": results}
+	if run != nil {
+		out["run"] = run
+	}
+	return enc.Encode(out)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
