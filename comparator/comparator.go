@@ -293,7 +293,7 @@ func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
 		Mode:           mode,
 		Window:         FormatWindow(c.cfg.Window),
 		Comparisons:    w.comparisons,
-		Matches:        w.comparisons - w.divergences(),
+		Matches:        w.comparisons - w.divergences() - w.sotErrors,
 		Divergences:    make(map[tandem.DivergenceKind]int64, numKinds),
 		DivergenceRate: w.rate(),
 		LatencyMS:      make(map[string]tandem.LatencyStats, 2),

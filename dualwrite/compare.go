@@ -13,6 +13,20 @@ func (r *Router) record(mode tandem.Mode, op tandem.Op, shopID int64, token stri
 	r.Recorder.Record(r.comparison(mode, op, shopID, token, primary, shadow, timedOut, repaired))
 }
 
+// recordSoTFailure records an operation the SoT failed (unavailable or
+// internal) as a comparison without a divergence: the shadow was not asked,
+// and the comparator counts it among the SoT's errors.
+func (r *Router) recordSoTFailure(o *op, op tandem.Op, p tandem.Outcome) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Record(tandem.Comparison{
+		At: r.Now(), Pod: r.Pod, Op: op, ShopID: o.ck.shop, CartToken: o.ck.token,
+		SourceOfTruth: o.mode.SourceOfTruth(), Primary: p,
+		Shadow: tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped},
+	})
+}
+
 func (r *Router) comparison(mode tandem.Mode, op tandem.Op, shopID int64, token string, primary, shadow tandem.Outcome, timedOut, repaired bool) tandem.Comparison {
 	var kind tandem.DivergenceKind
 	if !repaired {

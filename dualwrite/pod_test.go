@@ -38,6 +38,13 @@ func (r *recorder) Record(c tandem.Comparison) {
 	r.all = append(r.all, c)
 }
 
+// snapshot returns every comparison recorded so far.
+func (r *recorder) snapshot() []tandem.Comparison {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]tandem.Comparison(nil), r.all...)
+}
+
 func (r *recorder) kinds() map[tandem.DivergenceKind]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

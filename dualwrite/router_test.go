@@ -367,3 +367,41 @@ func TestRouter_Backfill(t *testing.T) {
 		t.Errorf("got divergences %+v, want none after backfill", d)
 	}
 }
+
+// An operation the SoT fails is not sent to the shadow but is counted as a
+// comparison whose SoT failed, without a divergence: the comparator's SoT
+// error rate, which the automatic abort reads, sees it.
+func TestRouter_SoTFailureRecorded(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k := tandem.Key{ShopID: 4, ItemID: 9, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+		t.Fatal(err)
+	}
+	p.modes.set(tandem.ModeMySQL)
+	p.fm.setCut(true)
+	_, err := p.Reserve(ctx, cart("sf-1", 4, one(9, 1, 1)))
+	if got := tandem.ErrorCode(err); got != tandem.EUNAVAILABLE {
+		t.Fatalf("reserve with the MySQL SoT cut: got %v, want %s", err, tandem.EUNAVAILABLE)
+	}
+	p.Wait()
+	p.fm.setCut(false)
+	var failed int
+	for _, c := range p.rec.snapshot() {
+		if c.Primary.StoreFailed() {
+			failed++
+			if c.Kind != "" || c.Op != tandem.OpReserve || c.CartToken != "sf-1" {
+				t.Errorf("got comparison %+v, want a reserve of sf-1 without a divergence kind", c)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Errorf("got %d comparisons with a failed SoT, want 1", failed)
+	}
+	if _, err := p.Reserve(ctx, cart("sf-2", 4, one(9, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	if got := p.onHand(t, k); got != 5 {
+		t.Errorf("ledger on_hand: got %d, want 5", got)
+	}
+}

@@ -95,6 +95,11 @@ func (j *shadowJob) lost() {
 }
 
 func (j *shadowJob) start(p tandem.Outcome, havePrimary bool) {
+	if havePrimary && p.StoreFailed() {
+		// The shadow does not follow a failed SoT, but the failure is
+		// counted: it feeds the SoT error rate of the automatic abort.
+		j.r.recordSoTFailure(j.o, j.op, p)
+	}
 	if j.dropped {
 		// Nothing to run: recorded at once, in the request's goroutine
 		// (markDirty and Record never block).
