@@ -278,8 +278,34 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
+	if tandem.ErrorCode(err) == tandem.EINSUFFICIENT {
+		err = r.settledElsewhere(ctx, o, req, err)
+	}
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	return r.stamp(res, sot.Name()), err
+}
+
+// settledElsewhere answers a refused reserve whose token the other
+// maintained store knows as settled (released, claimed or expired): a
+// token is never reserved again, and the SoT may not know it when the
+// cart lived and ended under the previous SoT (a flip, a kill switch)
+// without the SoT ever holding it. The refusal is only a read more, under
+// ShadowTimeout; any other answer keeps the SoT's refusal.
+func (r *Router) settledElsewhere(ctx context.Context, o *op, req tandem.ReserveRequest, refused error) error {
+	if o.shadow == nil {
+		return refused
+	}
+	gctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	defer cancel()
+	got, err := o.shadow.Get(gctx, req.ShopID, req.CartToken)
+	if err != nil || got == nil {
+		return refused
+	}
+	switch got.Status {
+	case tandem.StatusReleased, tandem.StatusClaimed, tandem.StatusExpired:
+		return tandem.Errorf(tandem.ECONFLICT, "cart %s is already %s", req.CartToken, got.Status)
+	}
+	return refused
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever
