@@ -98,6 +98,10 @@ type Router struct {
 	// carts holds, per cart, the end of the SoT call of its latest admitted
 	// operation, for the order of the SoT's operations (admit).
 	carts map[cartKey]chan struct{}
+	// positions serialises, per stripe of positions, a stock count with
+	// the sweep's recount: a recount reads the ledger and then sets Redis,
+	// and a stock count landing between the two would be overwritten.
+	positions [64]sync.Mutex
 	// linesMu guards shadowCarts, apart from mu: every shadow job takes it
 	// twice, and admission need not wait for that.
 	linesMu sync.Mutex
@@ -435,6 +439,9 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		return nil, err
 	}
 	defer o.done()
+	pl := r.positionLock(key)
+	pl.Lock()
+	defer pl.Unlock()
 	mode, sot, shadow := o.mode, o.sot, o.shadow
 	start := time.Now()
 	c, err := sot.SetOnHand(ctx, key, onHand)
@@ -507,4 +514,10 @@ func (r *Router) Wait() {
 	for r.pending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// positionLock returns the lock of key's stripe (see Router.positions).
+func (r *Router) positionLock(k tandem.Key) *sync.Mutex {
+	h := uint64(k.ShopID)*0x9E3779B97F4A7C15 ^ uint64(k.ItemID)*0xBF58476D1CE4E5B9 ^ uint64(k.GroupID)*0x94D049BB133111EB
+	return &r.positions[(h>>32)%uint64(len(r.positions))]
 }

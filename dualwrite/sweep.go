@@ -273,6 +273,8 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 			continue
 		}
 		recounted := false
+		pl := r.positionLock(k)
+		pl.Lock()
 		for _, st := range []tandem.ReservationStore{sot, shadow} {
 			if rc, ok := st.(tandem.Recounter); ok {
 				if _, err := rc.Recount(ctx, k); err == nil {
@@ -280,6 +282,7 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 				}
 			}
 		}
+		pl.Unlock()
 		if recounted {
 			rep.Recounted = append(rep.Recounted, k)
 		}

@@ -69,7 +69,24 @@ func TestShadowStoreDown(t *testing.T) {
 		wantCode(t, "claim pre-2 with the ledger down", err, tandem.EUNAVAILABLE)
 		p.Wait()
 
-		comps := p.rec.since(before)
+		// The claim the SoT failed is recorded as a comparison with a
+		// failed SoT (no divergence: the shadow was not asked), which the
+		// SoT error rate counts; every other one is a shadow failure.
+		var comps []tandem.Comparison
+		var sotFailed int
+		for _, c := range p.rec.since(before) {
+			if c.Primary.StoreFailed() {
+				sotFailed++
+				if c.Op != tandem.OpClaim || c.CartToken != "pre-2" || c.Kind != "" {
+					t.Errorf("got SoT failure %s %s kind %q, want the claim of pre-2 without a kind", c.Op, c.CartToken, c.Kind)
+				}
+				continue
+			}
+			comps = append(comps, c)
+		}
+		if sotFailed != 1 {
+			t.Errorf("got %d comparisons with a failed SoT, want 1 (the claim of pre-2)", sotFailed)
+		}
 		if len(comps) != ops {
 			t.Errorf("got %d comparisons during the outage, want %d (one per dual-written operation)", len(comps), ops)
 		}
