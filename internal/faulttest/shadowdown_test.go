@@ -185,10 +185,19 @@ func TestShadowStoreDown(t *testing.T) {
 		}
 
 		p.rdProxy.Restore()
+		// Once Redis answers, the dirty-cart worker converges the carts it
+		// missed by itself; an item it converged before the audit ran
+		// shows no drift. Every other item must be flagged.
+		agreed := map[int64]bool{}
+		for _, it := range []int64{1, 2, 3} {
+			rc, rerr := p.redis.Counters(context.Background(), key(it))
+			mc, merr := p.mysql.Counters(context.Background(), key(it))
+			agreed[it] = rerr == nil && merr == nil && rc.Available == mc.Available && rc.Reserved == mc.Reserved
+		}
 		a := p.mustAudit(t)
 		for _, it := range []int64{1, 2, 3} {
-			if !drifted(a)[key(it)] {
-				t.Errorf("audit after the outage: item %d not flagged, want drift (Redis missed holds and claims)", it)
+			if !drifted(a)[key(it)] && !agreed[it] {
+				t.Errorf("audit after the outage: item %d not flagged and not converged before the audit, want drift (Redis missed holds and claims)", it)
 			}
 		}
 		if _, err := p.Resync(context.Background()); err != nil {
