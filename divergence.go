@@ -6,7 +6,8 @@ import "time"
 // pod's source of truth and its shadow; "" is a match.
 type DivergenceKind string
 
-// Divergence kinds (DESIGN.md "Comparator").
+// Divergence kinds: how a dual-written operation's shadow outcome differed
+// from the SoT's, and state_drift from the drift audit.
 const (
 	KindOutcomeMismatch  DivergenceKind = "outcome_mismatch"
 	KindLocationMismatch DivergenceKind = "location_mismatch"

@@ -21,7 +21,7 @@ type client struct {
 	stderr io.Writer
 }
 
-// apiError is a non-2xx answer of the admin API (API.md "Errors").
+// apiError is a non-2xx answer of the admin API (its error JSON).
 type apiError = adminclient.Error
 
 // detailLines formats an error's details for a human, sorted by key;

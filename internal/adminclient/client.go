@@ -1,6 +1,6 @@
-// Package adminclient calls tandem's admin API (API.md) over HTTP: one
-// request and answer format, one error type, shared by tandemctl and the
-// bench.
+// Package adminclient calls tandem's admin API (README "API reference")
+// over HTTP: one request and answer format, one error type, shared by
+// tandemctl and the bench.
 package adminclient
 
 import (
@@ -33,7 +33,7 @@ type Client struct {
 	Raw func(body []byte)
 }
 
-// Error is a non-2xx answer (API.md "Errors"): its status and the error
+// Error is a non-2xx answer: its status and the error
 // JSON's code, message and details.
 type Error struct {
 	Status  int
@@ -108,8 +108,8 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 	return nil
 }
 
-// DecodeError reads API.md's error JSON (which the checkout API answers
-// too), or describes an answer that is not one (a proxy's HTML page, say)
+// DecodeError reads the error JSON {"error": {"code", "message",
+// "details"}} (which the checkout API answers too), or describes an answer that is not one (a proxy's HTML page, say)
 // by its status and first bytes.
 func DecodeError(status int, raw []byte) *Error {
 	var e struct {

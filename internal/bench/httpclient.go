@@ -109,7 +109,7 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 const benchReason = "tandem bench http"
 
 // modePath returns the transitions that take a pod from one mode to
-// another, one allowed step at a time (API.md "Modes").
+// another, one allowed step at a time (redis<->shadow<->mysql<->mysql_only).
 func modePath(from, to tandem.Mode) []tandem.Mode {
 	order := []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly}
 	pos := func(m tandem.Mode) int {

@@ -39,7 +39,7 @@ func PrintKillSwitch(w io.Writer, run *RunInfo, r KillSwitchResult, asJSON bool)
 }
 
 // killSwitchTimeout bounds the wait for one change to reach the other
-// instance; DESIGN.md promises one second.
+// instance; every instance must apply a change within one second.
 const killSwitchTimeout = 5 * time.Second
 
 // KillSwitch starts two in-process instances on one control database and
