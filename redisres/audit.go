@@ -328,8 +328,9 @@ func validateHold(h tandem.Reservation) error {
 // position of the ledger (and every position a given hold draws from)
 // gets on_hand from the ledger and available = on_hand - the given holds
 // on it; the given holds become the shop's active carts. Carts that were
-// active and are not among the given holds are marked expired (their
-// units are in no counter any more); terminal carts are kept. Positions
+// active and are not among the given holds are marked claimed when the
+// ledger recorded their claim, else expired (their units are in no
+// counter any more either way); terminal carts are kept. Positions
 // Redis knew that are neither in the ledger nor held are removed (zero
 // available). Holds written here carry no request fingerprint: a retried
 // reserve matches them by items and quantities.
@@ -420,6 +421,23 @@ func (s *Store) rebuildShop(ctx context.Context, shop int64, onHand, held map[ta
 		if err != nil {
 			return err
 		}
+		// An active cart that is not among the given holds ended while
+		// Redis was not written: sold when the ledger has its claim, else
+		// gone. Either way its units are counted from the ledger below.
+		ended := make(map[string]string, len(oldTokens))
+		for _, t := range oldTokens {
+			if given[t] {
+				continue
+			}
+			claimed, err := s.ledger.Claimed(ctx, shop, t)
+			if err != nil {
+				return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
+			}
+			ended[t] = statusExpired
+			if claimed {
+				ended[t] = statusClaimed
+			}
+		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range oldMembers {
 				k, err := parsePositionMember(shop, m)
@@ -431,12 +449,10 @@ func (s *Store) rebuildShop(ctx context.Context, shop int64, onHand, held map[ta
 				}
 			}
 			p.Del(ctx, posKey, expKey)
-			for _, t := range oldTokens {
-				if !given[t] {
-					ck := s.cartKey(shop, t)
-					p.HSet(ctx, ck, "status", statusExpired)
-					p.PExpire(ctx, ck, s.Retention)
-				}
+			for t, status := range ended {
+				ck := s.cartKey(shop, t)
+				p.HSet(ctx, ck, "status", status)
+				p.PExpire(ctx, ck, s.Retention)
 			}
 			for k, v := range onHand {
 				h := held[k]

@@ -148,3 +148,36 @@ func TestStore_Rebuild(t *testing.T) {
 		e.WantCounters(t, a, 20, 2, 18)
 	})
 }
+
+// A cart Redis holds that the other store claimed meanwhile (a mysql_only
+// pod writes Redis no more) is sold: the rebuild marks it claimed, not
+// expired, so that a repeated claim answers claimed once Redis answers the
+// buyer again, and a convergence that settles the claim here changes no
+// counter a second time.
+func TestStore_RebuildClaimedElsewhere(t *testing.T) {
+	e, _ := MustOpenStore(t)
+	k := key(1, 100, 1)
+	e.MustStock(t, k, 5)
+	sold := e.MustReserve(t, cartReq("sold", line(100, 2, 1)))
+	if applied, err := e.Ledger.DeductCart(ctx, 1, "sold", sold.Lines); err != nil || !applied {
+		t.Fatalf("deduct: applied %v, err %v", applied, err)
+	}
+	if _, err := e.Rebuild(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.WantStatus(t, 1, "sold", tandem.StatusClaimed)
+	e.WantCounters(t, k, 3, 0, 3)
+	res, err := e.Claim(ctx, 1, "sold")
+	if err != nil {
+		t.Fatalf("repeated claim: %v", err)
+	}
+	if res.Status != tandem.StatusClaimed {
+		t.Errorf("repeated claim: got %s, want claimed", res.Status)
+	}
+	if err := e.SettleClaim(ctx, *sold); err != nil {
+		t.Fatal(err)
+	}
+	e.WantCounters(t, k, 3, 0, 3)
+	e.WantLedger(t, k, 3)
+	e.WantClean(t)
+}
