@@ -373,3 +373,41 @@ func TestConverge_ShadowFaultsEnd(t *testing.T) {
 		}
 	}
 }
+
+// The soak's path to a lost claim: a cart reserved in mysql (Redis holds
+// its shadow copy) is claimed in mysql_only (Redis no longer written), the
+// pod goes back to mysql through a resync, and the kill switch makes Redis
+// the SoT. A repeated claim must still answer claimed, and nothing may
+// settle the claim a second time in Redis's counters.
+func TestConverge_ClaimSurvivesMySQLOnlyAndResync(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeMySQL)
+	k := tandem.Key{ShopID: 25, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reserve(ctx, cart("sold", 25, one(1, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	p.modes.set(tandem.ModeMySQLOnly)
+	if res, err := p.Claim(ctx, 25, "sold"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim in mysql_only: got %+v, %v, want claimed", res, err)
+	}
+	p.Wait()
+	if _, err := p.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.modes.set(tandem.ModeMySQL)
+	p.kill.on.Store(true)
+	res, err := p.Claim(ctx, 25, "sold")
+	if err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("repeated claim under the kill switch: got %+v, %v, want claimed", res, err)
+	}
+	p.mustConverge(t)
+	if got := p.onHand(t, k); got != 3 {
+		t.Errorf("ledger on_hand: got %d, want 3", got)
+	}
+	if got := p.counters(t, p.redis, k); got.OnHand != 3 || got.Available != 3 {
+		t.Errorf("redis: got %+v, want on_hand 3, available 3", got)
+	}
+}
