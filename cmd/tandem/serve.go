@@ -213,32 +213,65 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := m.Config
 
-	// Bind both listeners first: a taken port fails fast, and the instance
-	// registers the address it really serves on (also with port 0).
-	var checkoutLn, adminLn net.Listener
+	checkoutLn, adminLn, metricsLn, err := m.listen()
+	if err != nil {
+		return err
+	}
+	if err := m.openControl(ctx); err != nil {
+		return err
+	}
+	// The pods: each with its own MySQL (unit rows and ledger) and Redis.
+	m.fleet = &dualwrite.Fleet{BeforeBackfill: m.BeforeBackfill}
+	for _, pc := range cfg.Pods {
+		p, err := m.openPod(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", pc.Name, err)
+		}
+		m.pods = append(m.pods, p)
+		m.fleet.Routers = append(m.fleet.Routers, p.router)
+	}
+	m.ctl.Fleet = m.fleet
+
+	if err := m.start(ctx); err != nil {
+		return err
+	}
+	m.serveAll(checkoutLn, adminLn, metricsLn)
+	return nil
+}
+
+// listen binds the checkout, admin and (when configured) metrics listeners
+// first: a taken port fails fast, and the instance registers the address
+// it really serves on (also with port 0).
+func (m *Main) listen() (checkoutLn, adminLn, metricsLn net.Listener, err error) {
+	cfg := m.Config
 	if len(m.bound) == 2 {
 		checkoutLn, adminLn = m.bound[0], m.bound[1]
 	} else {
 		if checkoutLn, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+			return nil, nil, nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 		}
 		m.closers = append(m.closers, ignoreClosed(checkoutLn.Close))
 		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
+			return nil, nil, nil, fmt.Errorf("listen %s: %w", cfg.AdminListen, err)
 		}
 		m.closers = append(m.closers, ignoreClosed(adminLn.Close))
 	}
 	m.CheckoutAddr, m.AdminAddr = checkoutLn.Addr().String(), adminLn.Addr().String()
-	var metricsLn net.Listener
 	if cfg.MetricsListen != "" {
 		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return fmt.Errorf("listen %s (metrics_listen): %w", cfg.MetricsListen, err)
+			return nil, nil, nil, fmt.Errorf("listen %s (metrics_listen): %w", cfg.MetricsListen, err)
 		}
 		m.closers = append(m.closers, ignoreClosed(metricsLn.Close))
 		m.MetricsAddr = metricsLn.Addr().String()
 	}
+	return checkoutLn, adminLn, metricsLn, nil
+}
 
-	// The control plane: modes and audit log in MySQL, kill switch in Redis.
+// openControl opens the control plane: modes and audit log in MySQL, the
+// kill switch in Redis, the comparator, the rollout controller and the
+// webhooks. The pods are opened after it, the loops started by start.
+func (m *Main) openControl(ctx context.Context) error {
+	cfg := m.Config
 	m.control = controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN})
 	if err := m.control.Migrate(ctx); err != nil {
 		return fmt.Errorf("control database: %w", err)
@@ -294,18 +327,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.ctl.Switch = m.sw
 
-	// The pods: each with its own MySQL (unit rows and ledger) and Redis.
-	m.fleet = &dualwrite.Fleet{BeforeBackfill: m.BeforeBackfill}
-	for _, pc := range cfg.Pods {
-		p, err := m.openPod(ctx, pc)
-		if err != nil {
-			return fmt.Errorf("pod %s: %w", pc.Name, err)
-		}
-		m.pods = append(m.pods, p)
-		m.fleet.Routers = append(m.fleet.Routers, p.router)
-	}
-	m.ctl.Fleet = m.fleet
+	return nil
+}
 
+// start opens the comparator, the kill switch and the rollout controller,
+// and starts the reapers and the scheduled audit.
+func (m *Main) start(ctx context.Context) error {
+	cfg := m.Config
 	if err := m.cmp.Open(); err != nil {
 		return err
 	}
@@ -329,6 +357,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 
+	return nil
+}
+
+// serveAll serves the checkout API, the admin API and the metrics listener.
+func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: convergenceReports{AdminService: m.ctl, fleet: m.fleet}, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
@@ -343,7 +376,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.DemoTraffic {
 		m.startDemoTraffic()
 	}
-	return nil
 }
 
 func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
