@@ -171,9 +171,25 @@ var podName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Validate checks every key and names the first that is wrong.
 func (c *Config) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	if err := c.validateControl(); err != nil {
+		return err
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	if err := c.Rollout.validate(); err != nil {
+		return err
+	}
+	return c.validatePods()
+}
+
+// bad names a wrong key of the config.
+func bad(key, format string, args ...any) error {
+	return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+}
+
+// validateControl checks the listeners and the control plane.
+func (c *Config) validateControl() error {
 	for key, addr := range map[string]string{"listen": c.Listen, "admin_listen": c.AdminListen} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return bad(key, "want host:port, got %q", addr)
@@ -199,6 +215,11 @@ func (c *Config) Validate() error {
 	if !strings.HasSuffix(c.Control.RedisPrefix, ":") {
 		return bad("control.redis_prefix", "want a trailing colon, got %q", c.Control.RedisPrefix)
 	}
+	return nil
+}
+
+// validateLimits checks the reservation and shadow settings.
+func (c *Config) validateLimits() error {
 	if c.Reservation.DefaultTTL < time.Second || c.Reservation.DefaultTTL > tandem.MaxTTL {
 		return bad("reservation.default_ttl", "must be 1s..1h, got %s", c.Reservation.DefaultTTL)
 	}
@@ -208,7 +229,17 @@ func (c *Config) Validate() error {
 	if c.Reservation.PoolCap < 1 || c.Reservation.PoolCap > 100000 {
 		return bad("reservation.pool_cap", "must be 1..100000, got %d", c.Reservation.PoolCap)
 	}
-	ro := c.Rollout
+	if c.Shadow.Timeout < time.Millisecond || c.Shadow.Timeout > 30*time.Second {
+		return bad("shadow.timeout", "must be 1ms..30s, got %s", c.Shadow.Timeout)
+	}
+	if c.Shadow.MaxInflight < 1 || c.Shadow.MaxInflight > 100000 {
+		return bad("shadow.max_inflight", "must be 1..100000, got %d", c.Shadow.MaxInflight)
+	}
+	return nil
+}
+
+// validate checks the rollout's gates, abort and plan settings.
+func (ro RolloutConfig) validate() error {
 	switch {
 	case ro.GateMinComparisons < 0:
 		return bad("rollout.gate_min_comparisons", "must be >= 0")
@@ -238,12 +269,11 @@ func (c *Config) Validate() error {
 			return bad("rollout.plan.webhooks", "must be http(s) URLs, got %q", u)
 		}
 	}
-	if c.Shadow.Timeout < time.Millisecond || c.Shadow.Timeout > 30*time.Second {
-		return bad("shadow.timeout", "must be 1ms..30s, got %s", c.Shadow.Timeout)
-	}
-	if c.Shadow.MaxInflight < 1 || c.Shadow.MaxInflight > 100000 {
-		return bad("shadow.max_inflight", "must be 1..100000, got %d", c.Shadow.MaxInflight)
-	}
+	return nil
+}
+
+// validatePods checks every pod and fills its defaults.
+func (c *Config) validatePods() error {
 	if len(c.Pods) == 0 {
 		return bad("pods", "at least one pod is required")
 	}
