@@ -153,10 +153,17 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
 
-	// Step 2: the hold. Failing here leaves the window the package doc
-	// describes; a retried claim completes it.
+	// Step 2: the hold.
+	return s.removeClaimedHold(ctx, shopID, token, c.lines, lines)
+}
+
+// removeClaimedHold is step two of a claim, after the ledger deducted the
+// cart: the script marks the cart claimed and removes its hold. Failing
+// here leaves the window the package doc describes; a retried claim
+// completes it.
+func (s *Store) removeClaimedHold(ctx context.Context, shopID int64, token, encoded string, lines []tandem.Line) (*tandem.Reservation, error) {
 	keys := s.lineKeys(shopID, token, lines)
-	out, err := s.scripts.claim.Run(ctx, s.rdb, keys, token, c.lines, s.Retention.Milliseconds()).StringSlice()
+	out, err := s.scripts.claim.Run(ctx, s.rdb, keys, token, encoded, s.Retention.Milliseconds()).StringSlice()
 	if err != nil {
 		s.countWindow("claim")
 		s.Logger.Warn("claim deducted the ledger but could not remove the Redis hold; a retried claim completes it",
@@ -175,7 +182,7 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 		s.Logger.Warn("claim completed after the hold was freed; sold units taken back from available",
 			zap.Int64("shop_id", shopID), zap.String("cart_token", token), zap.String("freed_as", out[2]))
 	}
-	res, err = reservation(shopID, token, statusClaimed, out[1], c.lines)
+	res, err := reservation(shopID, token, statusClaimed, out[1], encoded)
 	if err != nil {
 		return nil, err
 	}
