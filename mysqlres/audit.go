@@ -12,14 +12,25 @@ import (
 )
 
 // Statements of the audit reads and of Rebuild.
+//
+// The audit's reads are in proportion to the active holds, the positions
+// and the pool rows, never to the terminal reservations that accumulate
+// until their retention ends: held lines are read through the position
+// index, whose first column is held (one range over held = 1, in position
+// order), and reservations through reservations_due (status first).
 const (
 	listCountersSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
 	// conservationSQL reads every position in one statement, so from one
-	// consistent view even while reserves run.
-	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, (SELECT COUNT(*) FROM unit_pool p WHERE p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id), (SELECT COALESCE(SUM(l.quantity), 0) FROM reservation_lines l WHERE l.shop_id = g.shop_id AND l.inventory_item_id = g.inventory_item_id AND l.inventory_group_id = g.inventory_group_id AND l.held = 1) FROM ledger g ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
+	// consistent view even while reserves run; the pool and the holds are
+	// each grouped once, not counted again per position.
+	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, COALESCE(p.n, 0), COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, COUNT(*) AS n FROM unit_pool GROUP BY shop_id, inventory_item_id, inventory_group_id) p ON p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
 	orphansSQL      = "/* conn_tag='audit' */ SELECT DISTINCT x.shop_id, x.inventory_item_id, x.inventory_group_id, x.what FROM (SELECT shop_id, inventory_item_id, inventory_group_id, 'held units' AS what FROM reservation_lines WHERE held = 1 UNION ALL SELECT shop_id, inventory_item_id, inventory_group_id, 'pool rows' AS what FROM unit_pool) x LEFT JOIN ledger g ON g.shop_id = x.shop_id AND g.inventory_item_id = x.inventory_item_id AND g.inventory_group_id = x.inventory_group_id WHERE g.shop_id IS NULL"
-	heldFlagsSQL    = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token GROUP BY r.shop_id, r.cart_token, r.status HAVING (r.status = 'reserved' AND SUM(l.held) <> COUNT(*)) OR (r.status <> 'reserved' AND SUM(l.held) <> 0)"
-	activeHoldsSQL  = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' ORDER BY r.shop_id, r.cart_token, l.line_no"
+	// heldFlagsSQL finds the reservations whose lines are not held exactly
+	// while they are reserved: reserved ones with a line not held (from
+	// the reserved headers), and ended ones with a line held (from the
+	// held lines).
+	heldFlagsSQL   = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' GROUP BY r.shop_id, r.cart_token, r.status HAVING SUM(l.held) <> COUNT(*) UNION ALL SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1) h JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
+	activeHoldsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' ORDER BY r.shop_id, r.cart_token, l.line_no"
 
 	rebuildLockSQL        = "/* conn_tag='rebuild' */ SELECT shop_id, inventory_item_id, inventory_group_id FROM ledger WHERE %s ORDER BY shop_id, inventory_item_id, inventory_group_id FOR UPDATE"
 	rebuildDropLinesSQL   = "/* conn_tag='rebuild' */ DELETE l FROM reservation_lines l JOIN reservations r ON r.shop_id = l.shop_id AND r.cart_token = l.cart_token WHERE r.status = 'reserved' AND %s"

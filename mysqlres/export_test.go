@@ -1,0 +1,13 @@
+package mysqlres
+
+// Statements the tests run on a connection of their own, to read what the
+// server did for them (rows examined, plans).
+const (
+	ListCountersSQL = listCountersSQL
+	ConservationSQL = conservationSQL
+	OrphansSQL      = orphansSQL
+	HeldFlagsSQL    = heldFlagsSQL
+	ActiveHoldsSQL  = activeHoldsSQL
+	CountersSQL     = countersSQL
+	HeldSQL         = heldSQL
+)
