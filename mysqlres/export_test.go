@@ -11,3 +11,6 @@ const (
 	CountersSQL     = countersSQL
 	HeldSQL         = heldSQL
 )
+
+// PurgeDueSQL is the statement that finds a purge batch.
+const PurgeDueSQL = purgeDueSQL
