@@ -172,7 +172,8 @@ func TestAuditReadsActiveRows(t *testing.T) {
 				{"Conservation", mysqlres.ConservationSQL, nil},
 				{"Orphans", mysqlres.OrphansSQL, nil},
 				{"HeldFlags", mysqlres.HeldFlagsSQL, nil},
-				{"ActiveHolds", mysqlres.ActiveHoldsSQL, nil},
+				{"ActiveHoldsFirstPage", mysqlres.ActiveHoldsFirstSQL, []any{mysqlres.ActiveHoldsPage}},
+				{"ActiveHoldsNextPage", mysqlres.ActiveHoldsNextSQL, []any{s.Now(), s.Now(), 1, 1, "active-1", mysqlres.ActiveHoldsPage}},
 				{"Counters", mysqlres.CountersSQL, []any{hot.ShopID, hot.ItemID, hot.GroupID, hot.ShopID, hot.ItemID, hot.GroupID}},
 				{"HeldUnits", fmt.Sprintf(mysqlres.HeldSQL, "ledger"), []any{hot.ShopID, hot.ItemID, hot.GroupID}},
 			} {
