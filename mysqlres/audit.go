@@ -1,6 +1,7 @@
 package mysqlres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -12,14 +13,30 @@ import (
 )
 
 // Statements of the audit reads and of Rebuild.
+//
+// The audit's reads are in proportion to the active holds, the positions
+// and the pool rows, never to the terminal reservations that accumulate
+// until their retention ends: held lines are read through the position
+// index, whose first column is held (one range over held = 1, in position
+// order), and reservations through reservations_due (status first).
 const (
 	listCountersSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
 	// conservationSQL reads every position in one statement, so from one
-	// consistent view even while reserves run.
-	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, (SELECT COUNT(*) FROM unit_pool p WHERE p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id), (SELECT COALESCE(SUM(l.quantity), 0) FROM reservation_lines l WHERE l.shop_id = g.shop_id AND l.inventory_item_id = g.inventory_item_id AND l.inventory_group_id = g.inventory_group_id AND l.held = 1) FROM ledger g ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
+	// consistent view even while reserves run; the pool and the holds are
+	// each grouped once, not counted again per position.
+	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, COALESCE(p.n, 0), COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, COUNT(*) AS n FROM unit_pool GROUP BY shop_id, inventory_item_id, inventory_group_id) p ON p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
 	orphansSQL      = "/* conn_tag='audit' */ SELECT DISTINCT x.shop_id, x.inventory_item_id, x.inventory_group_id, x.what FROM (SELECT shop_id, inventory_item_id, inventory_group_id, 'held units' AS what FROM reservation_lines WHERE held = 1 UNION ALL SELECT shop_id, inventory_item_id, inventory_group_id, 'pool rows' AS what FROM unit_pool) x LEFT JOIN ledger g ON g.shop_id = x.shop_id AND g.inventory_item_id = x.inventory_item_id AND g.inventory_group_id = x.inventory_group_id WHERE g.shop_id IS NULL"
-	heldFlagsSQL    = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token GROUP BY r.shop_id, r.cart_token, r.status HAVING (r.status = 'reserved' AND SUM(l.held) <> COUNT(*)) OR (r.status <> 'reserved' AND SUM(l.held) <> 0)"
-	activeHoldsSQL  = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' ORDER BY r.shop_id, r.cart_token, l.line_no"
+	// heldFlagsSQL finds the reservations whose lines are not held exactly
+	// while they are reserved: reserved ones with a line not held (from
+	// the reserved headers), and ended ones with a line held (from the
+	// held lines).
+	heldFlagsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' GROUP BY r.shop_id, r.cart_token, r.status HAVING SUM(l.held) <> COUNT(*) UNION ALL SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1) h JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
+	// A page of active holds: the next activeHoldsPage reserved headers
+	// in the order of reservations_due (status, expires_at, then the
+	// primary key), after the last one of the previous page, with their
+	// lines; a range of the index whatever the page.
+	activeHoldsFirstSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM (SELECT shop_id, cart_token, expires_at FROM reservations WHERE status = 'reserved' ORDER BY expires_at, shop_id, cart_token LIMIT ?) r LEFT JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token ORDER BY r.expires_at, r.shop_id, r.cart_token, l.line_no"
+	activeHoldsNextSQL  = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM (SELECT shop_id, cart_token, expires_at FROM reservations WHERE status = 'reserved' AND (expires_at > ? OR (expires_at = ? AND (shop_id > ? OR (shop_id = ? AND cart_token > ?)))) ORDER BY expires_at, shop_id, cart_token LIMIT ?) r LEFT JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token ORDER BY r.expires_at, r.shop_id, r.cart_token, l.line_no"
 
 	rebuildLockSQL        = "/* conn_tag='rebuild' */ SELECT shop_id, inventory_item_id, inventory_group_id FROM ledger WHERE %s ORDER BY shop_id, inventory_item_id, inventory_group_id FOR UPDATE"
 	rebuildDropLinesSQL   = "/* conn_tag='rebuild' */ DELETE l FROM reservation_lines l JOIN reservations r ON r.shop_id = l.shop_id AND r.cart_token = l.cart_token WHERE r.status = 'reserved' AND %s"
@@ -141,36 +158,93 @@ func (s *Store) CheckInvariants(ctx context.Context) ([]tandem.Violation, error)
 	return out, nil
 }
 
+// activeHoldsPage is how many holds one statement of ActiveHolds reads, so
+// that the listing holds a connection for a page at a time.
+const activeHoldsPage = 1000
+
 // ActiveHolds implements tandem.Resyncer: every reservation whose units are
-// held, including holds past their expiry that no reaper returned yet.
+// held, including holds past their expiry that no reaper returned yet,
+// ordered by shop and cart token. It reads pages of activeHoldsPage holds,
+// each one statement on a connection of its own: not one consistent view
+// of the pod, as every reader of the holds allows (the sweep compares and
+// converges per cart; a resync runs on a pod at rest); a hold that ends
+// meanwhile may be left out, one that starts may be.
 func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 	var out []tandem.Reservation
+	var after *holdsCursor
+	for {
+		page, last, err := s.activeHoldsAfter(ctx, after)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if last == nil {
+			break
+		}
+		after = last
+	}
+	// A hold rebuilt with a later expiry during the listing shows twice.
+	slices.SortStableFunc(out, func(a, b tandem.Reservation) int {
+		if a.ShopID != b.ShopID {
+			return cmp.Compare(a.ShopID, b.ShopID)
+		}
+		return strings.Compare(a.CartToken, b.CartToken)
+	})
+	return slices.CompactFunc(out, func(a, b tandem.Reservation) bool {
+		return a.ShopID == b.ShopID && a.CartToken == b.CartToken
+	}), nil
+}
+
+// holdsCursor is the last reserved header of a page, in the order of
+// reservations_due.
+type holdsCursor struct {
+	expires time.Time
+	shop    int64
+	token   string
+}
+
+// activeHoldsAfter reads the page of holds after the cursor (from the
+// first with nil) and returns the cursor of its last header, nil when the
+// page was the last. A header without lines (never written so) counts in
+// the page but is no hold.
+func (s *Store) activeHoldsAfter(ctx context.Context, after *holdsCursor) ([]tandem.Reservation, *holdsCursor, error) {
+	q, args := activeHoldsFirstSQL, []any{activeHoldsPage}
+	if after != nil {
+		q, args = activeHoldsNextSQL, []any{after.expires, after.expires, after.shop, after.shop, after.token, activeHoldsPage}
+	}
+	var out []tandem.Reservation
+	var last holdsCursor
+	headers := 0
 	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
-		out = nil
-		rows, err := conn.QueryContext(ctx, activeHoldsSQL)
+		out, headers = nil, 0
+		rows, err := conn.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var shop int64
-			var token string
-			var exp time.Time
-			var l tandem.Line
-			if err := rows.Scan(&shop, &token, &exp, &l.ItemID, &l.Quantity, &l.GroupID); err != nil {
+			var c holdsCursor
+			var item, qty, group sql.NullInt64
+			if err := rows.Scan(&c.shop, &c.token, &c.expires, &item, &qty, &group); err != nil {
 				return err
 			}
-			if n := len(out); n == 0 || out[n-1].ShopID != shop || out[n-1].CartToken != token {
-				out = append(out, tandem.Reservation{CartToken: token, ShopID: shop, Status: tandem.StatusReserved, ExpiresAt: exp.UTC()})
+			if headers == 0 || c.shop != last.shop || c.token != last.token {
+				headers++
+				last = c
+				if item.Valid {
+					out = append(out, tandem.Reservation{CartToken: c.token, ShopID: c.shop, Status: tandem.StatusReserved, ExpiresAt: c.expires.UTC()})
+				}
 			}
-			out[len(out)-1].Lines = append(out[len(out)-1].Lines, l)
+			if item.Valid {
+				out[len(out)-1].Lines = append(out[len(out)-1].Lines, tandem.Line{ItemID: item.Int64, Quantity: qty.Int64, GroupID: group.Int64})
+			}
 		}
 		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || headers < activeHoldsPage {
+		return out, nil, err
 	}
-	return out, nil
+	return out, &last, nil
 }
 
 // Rebuild implements tandem.Resyncer for the whole database (the pod): in

@@ -17,7 +17,9 @@
 //   - slow reserve, replenisher, SetOnHand: ledger rows (ordered by key) ->
 //     pool rows -> reservation header and lines (insert);
 //   - claim, release, expire, Ledger.DeductCart: reservation header (FOR
-//     UPDATE) -> claims record -> ledger rows (ordered by key) -> pool rows.
+//     UPDATE) -> claims record -> ledger rows (ordered by key) -> pool rows;
+//   - purge of ended reservations: reservation headers (FOR UPDATE SKIP
+//     LOCKED) -> their lines.
 //
 // Deadlocks (1213) and lock-wait timeouts (1205) are retried a bounded
 // number of times with jittered backoff and surface as EUNAVAILABLE when

@@ -29,6 +29,9 @@ const (
 	DefaultPoolCap      = 1000
 	DefaultTTL          = 10 * time.Minute
 	DefaultMaxOpenConns = 32
+	// DefaultRetention is how long ended reservations are kept, as long as
+	// the Redis engine keeps its ended carts (redisres.DefaultRetention).
+	DefaultRetention = 24 * time.Hour
 )
 
 // openTimeout bounds the server checks of Open.
@@ -60,6 +63,10 @@ type Store struct {
 	// MaxOpenConns bounds the engine's connection pool, at least 1;
 	// default 32.
 	MaxOpenConns int
+	// Retention is how long an ended (claimed, released, expired)
+	// reservation is kept before PurgeEnded removes it, above zero;
+	// default 24h.
+	Retention time.Duration
 	// AllowStatementBinlog starts the store even when the server logs binary
 	// changes with binlog_format=STATEMENT, which is unsafe for SKIP LOCKED
 	// (logged loudly).
@@ -92,6 +99,7 @@ func NewStore(dsn string) *Store {
 		PoolCap:      DefaultPoolCap,
 		DefaultTTL:   DefaultTTL,
 		MaxOpenConns: DefaultMaxOpenConns,
+		Retention:    DefaultRetention,
 		Now:          time.Now,
 		Logger:       zap.NewNop(),
 	}
@@ -116,6 +124,8 @@ func (s *Store) validate() error {
 		return tandem.Errorf(tandem.EINVALID, "mysql default TTL must be above zero, got %s", s.DefaultTTL)
 	case s.MaxOpenConns < 1:
 		return tandem.Errorf(tandem.EINVALID, "mysql max open connections must be at least 1, got %d", s.MaxOpenConns)
+	case s.Retention <= 0:
+		return tandem.Errorf(tandem.EINVALID, "mysql retention must be above zero, got %s", s.Retention)
 	case s.Now == nil || s.Logger == nil:
 		return tandem.Errorf(tandem.EINVALID, "mysql store needs a clock and a logger (NewStore sets both)")
 	}

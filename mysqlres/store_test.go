@@ -99,8 +99,40 @@ func TestMigrate(t *testing.T) {
 		if err := s.DB().QueryRow("SELECT COUNT(*) FROM tandem_migrations").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != 6 {
-			t.Fatalf("got %d recorded migrations, want 6", n)
+		if n != 7 {
+			t.Fatalf("got %d recorded migrations, want 7", n)
+		}
+	})
+	t.Run("RerunAfterCrash", func(t *testing.T) {
+		// A crash between a migration's statement and its record runs the
+		// statement again: the index redefinition must apply twice.
+		s := MustOpenStore(t)
+		ctx := context.Background()
+		const name = "007_reservation_lines_held_first.sql"
+		if res, err := s.DB().ExecContext(ctx, "DELETE FROM tandem_migrations WHERE name = ?", name); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("got %d records of %s, want 1", n, name)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate again: %v", err)
+		}
+		rows, err := s.DB().QueryContext(ctx, "SELECT column_name FROM information_schema.statistics "+
+			"WHERE table_schema = DATABASE() AND table_name = 'reservation_lines' AND index_name = 'reservation_lines_position' ORDER BY seq_in_index")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var cols []string
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			cols = append(cols, c)
+		}
+		if got, want := strings.Join(cols, ","), "held,shop_id,inventory_item_id,inventory_group_id,quantity"; got != want {
+			t.Fatalf("got reservation_lines_position on %s, want %s", got, want)
 		}
 	})
 	t.Run("ConcurrentMigrations", func(t *testing.T) {

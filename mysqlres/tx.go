@@ -29,6 +29,7 @@ const (
 	tagRebuild     = "rebuild"
 	tagRepair      = "repair"
 	tagConverge    = "converge"
+	tagPurge       = "purge"
 )
 
 // MySQL error numbers the engine acts on (deadlocks and lock-wait

@@ -274,29 +274,63 @@ func (snap *snapshot) violations() []tandem.Violation {
 	return out
 }
 
+// listBatch bounds the commands of one round trip of ActiveHolds: a shop
+// with tens of thousands of holds is listed in many short round trips, not
+// one reply that holds Redis and outlasts the client's read timeout.
+const listBatch = 500
+
 // ActiveHolds implements tandem.Resyncer: every reserved cart, including
 // those past their expiry that the reaper has not returned yet (their
-// units are still held), ordered by shop and cart token.
+// units are still held), ordered by shop and cart token. It scans each
+// shop's expiry set (ZSCAN) and reads the carts it names, listBatch
+// commands per round trip: not one atomic view of a shop, as every reader
+// of the holds (the sweep, the backfill's copy and its catch-up) allows; a
+// cart that ends meanwhile is left out, one that starts may be.
 func (s *Store) ActiveHolds(ctx context.Context) (res []tandem.Reservation, err error) {
 	defer s.observe("active_holds", time.Now(), &err)
 	shops, err := s.shops(ctx)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := s.snapshots(ctx, shops)
+	tokens, err := s.scanExpirySets(ctx, shops)
 	if err != nil {
 		return nil, err
 	}
-	for _, snap := range snaps {
-		shop := snap.shopID
-		tokens := append([]string(nil), snap.tokens...)
-		sort.Strings(tokens)
-		for _, t := range tokens {
-			c := snap.carts[t]
-			if c == nil || c.status != statusReserved && c.status != statusClaiming {
-				continue
+	type hold struct {
+		shop  int64
+		token string
+	}
+	var all []hold
+	for _, shop := range shops {
+		ts := tokens[shop]
+		sort.Strings(ts)
+		for i, t := range ts {
+			if i == 0 || t != ts[i-1] { // ZSCAN may name a member twice
+				all = append(all, hold{shop, t})
 			}
-			r, err := reservation(shop, t, statusReserved, c.expiresMs, c.lines)
+		}
+	}
+	for lo := 0; lo < len(all); lo += listBatch {
+		batch := all[lo:min(lo+listBatch, len(all))]
+		cmds := make([]*redis.SliceCmd, len(batch))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, h := range batch {
+				cmds[i] = p.HMGet(ctx, s.cartKey(h.shop, h.token), "status", "expires_at_ms", "lines")
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, translate("list holds", err)
+		}
+		for i, h := range batch {
+			v := cmds[i].Val()
+			status, _ := v[0].(string)
+			if status != statusReserved && status != statusClaiming {
+				continue // ended since the scan, or no cart (CheckInvariants reports it)
+			}
+			expires, _ := v[1].(string)
+			lines, _ := v[2].(string)
+			r, err := reservation(h.shop, h.token, statusReserved, expires, lines)
 			if err != nil {
 				return nil, err
 			}
@@ -304,6 +338,45 @@ func (s *Store) ActiveHolds(ctx context.Context) (res []tandem.Reservation, err 
 		}
 	}
 	return res, nil
+}
+
+// scanExpirySets returns the members of every shop's expiry set, scanned
+// with ZSCAN, listBatch shops per round trip.
+func (s *Store) scanExpirySets(ctx context.Context, shops []int64) (map[int64][]string, error) {
+	type scan struct {
+		shop   int64
+		cursor uint64
+	}
+	out := make(map[int64][]string, len(shops))
+	pending := make([]scan, len(shops))
+	for i, shop := range shops {
+		pending[i] = scan{shop: shop}
+	}
+	for len(pending) > 0 {
+		round := pending[:min(listBatch, len(pending))]
+		cmds := make([]*redis.ScanCmd, len(round))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, sc := range round {
+				cmds[i] = p.ZScan(ctx, s.expiryKey(sc.shop), sc.cursor, "", listBatch)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, translate("list holds", err)
+		}
+		var next []scan
+		for i, sc := range round {
+			pairs, cursor := cmds[i].Val()
+			for j := 0; j+1 < len(pairs); j += 2 { // member, score
+				out[sc.shop] = append(out[sc.shop], pairs[j])
+			}
+			if cursor != 0 {
+				next = append(next, scan{sc.shop, cursor})
+			}
+		}
+		pending = append(next, pending[len(round):]...)
+	}
+	return out, nil
 }
 
 func validateHold(h tandem.Reservation) error {

@@ -1,9 +1,16 @@
 package redisres_test
 
 import (
+	"context"
+	"fmt"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/redisres"
@@ -179,5 +186,89 @@ func TestStore_RebuildClaimedElsewhere(t *testing.T) {
 	}
 	e.WantCounters(t, k, 3, 0, 3)
 	e.WantLedger(t, k, 3)
+	e.WantClean(t)
+}
+
+// cmdHook records the largest round trip (commands per pipeline or
+// transaction) and every command name sent while it is installed.
+type cmdHook struct {
+	mu       sync.Mutex
+	maxRound int
+	names    map[string]bool
+}
+
+func (h *cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.record([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.record(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *cmdHook) record(cmds []redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.maxRound = max(h.maxRound, len(cmds))
+	for _, c := range cmds {
+		h.names[c.Name()] = true
+	}
+}
+
+// A shop's holds are listed in bounded round trips: a shop of a flash sale
+// holds tens of thousands of carts, and one reply of them all held Redis
+// and outlasted the client's read timeout (the backfill of a bench pod
+// failed so: "list redis holds: i/o timeout").
+func TestStore_ActiveHoldsInBatches(t *testing.T) {
+	e, _ := MustOpenStore(t)
+	big, small := key(1, 100, 1), key(2, 100, 1)
+	e.Ledger.SetOnHand(ctx, big, 10_000)
+	e.Ledger.SetOnHand(ctx, small, 10)
+	var holds []tandem.Reservation
+	exp := e.Clock.Now().Add(time.Minute)
+	for i := range 3000 {
+		holds = append(holds, tandem.Reservation{CartToken: fmt.Sprintf("c-%04d", i), ShopID: 1, Status: tandem.StatusReserved,
+			ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 100, Quantity: 1, GroupID: 1}}})
+	}
+	holds = append(holds, tandem.Reservation{CartToken: "s", ShopID: 2, Status: tandem.StatusReserved,
+		ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}})
+	if _, err := e.Rebuild(ctx, holds); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Release(ctx, 1, "c-0007"); err != nil {
+		t.Fatal(err)
+	}
+
+	hook := &cmdHook{names: map[string]bool{}}
+	e.RDB.(*redis.Client).AddHook(hook)
+	got, err := e.ActiveHolds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Delete(slices.Clone(holds), 7, 8)
+	if len(got) != len(want) {
+		t.Fatalf("got %d holds, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].ShopID != want[i].ShopID || got[i].CartToken != want[i].CartToken || !reflect.DeepEqual(got[i].Lines, want[i].Lines) ||
+			!got[i].ExpiresAt.Equal(want[i].ExpiresAt.Truncate(time.Millisecond)) {
+			t.Fatalf("hold %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if hook.maxRound > 500 {
+		t.Errorf("got a round trip of %d commands, want at most 500", hook.maxRound)
+	}
+	for _, name := range []string{"keys", "zrange", "multi"} {
+		if hook.names[name] {
+			t.Errorf("got a %s command, want none (the listing scans: ZSCAN, pipelined HMGET)", strings.ToUpper(name))
+		}
+	}
 	e.WantClean(t)
 }

@@ -350,6 +350,7 @@ func (m *Main) start(ctx context.Context) error {
 
 	for _, p := range m.pods {
 		m.goLoop(cfg.Reservation.ReaperInterval, p.reap)
+		m.goLoop(purgeInterval, p.purge)
 	}
 	if cfg.Rollout.AuditInterval > 0 {
 		if err := m.startAuditSchedule(); err != nil {
@@ -442,6 +443,21 @@ func (p *podRuntime) reap(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// purgeInterval is how often each instance removes the pod's MySQL
+// reservations that ended more than their retention ago, and purgeLimit
+// the most it removes in one round (batches of its own transactions).
+const (
+	purgeInterval = time.Minute
+	purgeLimit    = 200_000
+)
+
+// purge removes the MySQL reservations whose retention ended (the Redis
+// engine's ended carts expire by themselves). Many instances may purge at
+// once; an error waits for the next round.
+func (p *podRuntime) purge(ctx context.Context) {
+	_, _ = p.mysql.PurgeEnded(ctx, time.Now(), purgeLimit)
 }
 
 // goLoop runs f every interval until Close.

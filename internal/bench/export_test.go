@@ -1,6 +1,12 @@
 package bench
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandemhq/tandem"
+)
 
 // Unexported helpers the external tests exercise.
 var (
@@ -15,4 +21,12 @@ func HoldsSince(g prometheus.Gatherer, between func()) (means, p99 map[string]fl
 	between()
 	d := gatherHolds(g).since(before)
 	return d.meansMS(), d.quantilesMS(0.99)
+}
+
+// SetMode walks pod to mode through the admin API at admin (host:port),
+// as a cell does.
+func SetMode(ctx context.Context, admin, token, pod string, mode tandem.Mode) error {
+	c := newClient(&target{admin: admin, adminToken: token, pod: pod}, 1)
+	defer c.close()
+	return c.setMode(ctx, mode)
 }

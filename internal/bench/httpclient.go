@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/internal/adminclient"
+	"github.com/tandemhq/tandem/rollout"
 )
 
 // client talks to a target over one keep-alive transport with enough idle
@@ -154,12 +157,13 @@ func (c *client) setMode(ctx context.Context, mode tandem.Mode) error {
 		}
 		body := map[string]any{"mode": step, "reason": benchReason,
 			"force": from == tandem.ModeShadow && step == tandem.ModeMySQL}
+		asked := time.Now()
 		if err := c.call(ctx, http.MethodPut, "/admin/pods/"+c.t.pod+"/mode", body, &pod); err != nil {
 			return err
 		}
 		// Entering shadow answers 202 while its backfill runs in the
 		// background: the next step is refused until the mode applies.
-		if err := c.awaitMode(ctx, &pod, step); err != nil {
+		if err := c.awaitMode(ctx, &pod, step, asked); err != nil {
 			return err
 		}
 		from = step
@@ -168,10 +172,17 @@ func (c *client) setMode(ctx context.Context, mode tandem.Mode) error {
 }
 
 // awaitMode polls the pod until its transition is over and it is in mode.
-func (c *client) awaitMode(ctx context.Context, pod *tandem.PodStatus, mode tandem.Mode) error {
+// A backfill that failed since asked (the pod stays in redis mode) ends
+// the wait at once with the audit log's reason.
+func (c *client) awaitMode(ctx context.Context, pod *tandem.PodStatus, mode tandem.Mode, asked time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	for pod.Transition != nil || pod.Mode != mode {
+		if pod.Transition == nil {
+			if err := c.failedBackfill(ctx, asked); err != nil {
+				return fmt.Errorf("pod %s did not reach mode %s: %w", c.t.pod, mode, err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("pod %s did not reach mode %s (mode %s, transition %v): %w", c.t.pod, mode, pod.Mode, pod.Transition, ctx.Err())
@@ -180,6 +191,23 @@ func (c *client) awaitMode(ctx context.Context, pod *tandem.PodStatus, mode tand
 		*pod = tandem.PodStatus{}
 		if err := c.call(ctx, http.MethodGet, "/admin/pods/"+c.t.pod, nil, pod); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// failedBackfill returns the failure of the pod's backfill that ended
+// since asked, as the audit log records it, or nil.
+func (c *client) failedBackfill(ctx context.Context, asked time.Time) error {
+	var log struct {
+		Entries []tandem.AuditLogEntry `json:"entries"`
+	}
+	if err := c.admin.Call(ctx, http.MethodGet, "/admin/audit-log", url.Values{"limit": {"20"}}, nil, &log); err != nil {
+		return fmt.Errorf("GET /admin/audit-log: %w", err)
+	}
+	for _, e := range log.Entries {
+		if e.Pod == c.t.pod && e.Action == rollout.ActionBackfillEnd && !e.At.Before(asked) && strings.HasPrefix(e.After, "failed") {
+			return fmt.Errorf("backfill %s", e.After)
 		}
 	}
 	return nil

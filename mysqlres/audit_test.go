@@ -1,0 +1,243 @@
+package mysqlres_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/mysqlres"
+)
+
+// handlerReads are the session's row reads of the storage engine: what
+// the server examined, whatever plan it chose.
+var handlerReads = []string{"Handler_read_first", "Handler_read_key", "Handler_read_last",
+	"Handler_read_next", "Handler_read_prev", "Handler_read_rnd", "Handler_read_rnd_next"}
+
+// sessionReads returns the sum of conn's Handler_read_* counters.
+func sessionReads(tb testing.TB, conn *sql.Conn) int64 {
+	tb.Helper()
+	q := "SHOW SESSION STATUS WHERE Variable_name IN ('" + strings.Join(handlerReads, "', '") + "')"
+	rows, err := conn.QueryContext(context.Background(), q)
+	if err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var sum int64
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			tb.Fatal(err)
+		}
+		sum += v
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return sum
+}
+
+// rowsExamined runs q on conn, reads every row it answers and returns the
+// rows the server read for it (less what reading the counters costs).
+func rowsExamined(tb testing.TB, conn *sql.Conn, q string, args ...any) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	base := sessionReads(tb, conn)
+	overhead := sessionReads(tb, conn) - base
+	before := sessionReads(tb, conn)
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	vals := make([]any, len(cols))
+	for i := range vals {
+		vals[i] = new(sql.RawBytes)
+	}
+	for rows.Next() {
+		if err := rows.Scan(vals...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	rows.Close()
+	return sessionReads(tb, conn) - before - overhead
+}
+
+// digitsSQL numbers 0..99,999 without a sequence table (MySQL 8.0 has none).
+const digitsSQL = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 " +
+	"UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+
+func numbersSQL() string {
+	return "SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d AS n FROM " +
+		digitsSQL + " a, " + digitsSQL + " b, " + digitsSQL + " c, " + digitsSQL + " e, " + digitsSQL + " f"
+}
+
+// mustInsertReservations writes n one-line reservations of k numbered
+// from 0 (tokens prefix-N) with status at expires, as traffic leaves them:
+// the lines of a reserved one hold their unit (taken from k's unpooled
+// count, as a reserve past the pool would), the others hold nothing.
+func mustInsertReservations(tb testing.TB, s *mysqlres.Store, k tandem.Key, prefix string, status tandem.Status, n int, expires time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	expires = expires.UTC().Truncate(time.Microsecond)
+	nums := "(" + numbersSQL() + ") x WHERE x.n < ?"
+	statusSQL, held := "ELT(1 + x.n % 3, 'claimed', 'released', 'expired')", 0
+	if status == tandem.StatusReserved {
+		statusSQL, held = "'reserved'", 1
+	}
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{"INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) " +
+			"SELECT ?, CONCAT(?, x.n), " + statusSQL + ", '', ?, ?, ? FROM " + nums,
+			[]any{k.ShopID, prefix, expires, expires.Add(-time.Minute), expires.Add(-time.Minute), n}},
+		{"INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) " +
+			"SELECT ?, CONCAT(?, x.n), 0, ?, ?, 1, ? FROM " + nums,
+			[]any{k.ShopID, prefix, k.ItemID, k.GroupID, held, n}},
+		{"UPDATE ledger SET unpooled = unpooled - ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?",
+			[]any{held * n, k.ShopID, k.ItemID, k.GroupID}},
+		// The optimizer's statistics, as InnoDB's background recount would
+		// leave them some time after the rows came.
+		{"ANALYZE TABLE reservations, reservation_lines", nil},
+	}
+	for _, st := range stmts {
+		if _, err := s.DB().ExecContext(ctx, st.q, st.args...); err != nil {
+			tb.Fatalf("%s: %v", st.q, err)
+		}
+	}
+}
+
+// TestAuditReadsActiveRows checks that the audit's reads and a position's
+// held sum examine rows in proportion to the active holds, the positions
+// and the pool rows: neither the terminal reservations that accumulate in
+// the table (100,000 ended reservations of one position) nor the holds of
+// other positions once per position (5,000 holds of one position among
+// 50).
+func TestAuditReadsActiveRows(t *testing.T) {
+	const positions, poolCap = 52, 10
+	for _, tc := range []struct {
+		name          string
+		active, ended int
+	}{
+		{"EndedReservations", 40, 100_000},
+		{"HotPosition", 5_000, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := MustOpenStore(t, func(s *mysqlres.Store) { s.PoolCap = poolCap })
+			hot := key(100, 1)
+			mustSetOnHand(t, s, hot, 10_000)
+			mustSetOnHand(t, s, key(101, 1), 1000)
+			for item := int64(1000); item < 1000+positions-2; item++ {
+				mustSetOnHand(t, s, key(item, 1), 1)
+			}
+			for i := range 40 {
+				if _, err := s.Reserve(ctx, reserve1(fmt.Sprintf("active-%d", i), 100+int64(i%2), 1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.active > 40 {
+				mustInsertReservations(t, s, hot, "hot-", tandem.StatusReserved, tc.active-40, s.Now().Add(time.Hour))
+			}
+			if tc.ended > 0 {
+				mustInsertReservations(t, s, hot, "ended-", tandem.StatusClaimed, tc.ended, s.Now().Add(-time.Hour))
+			}
+
+			conn, err := s.DB().Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A few reads per active line, position and pool row, joins and
+			// groupings included; a scan of the ended reservations, or of a
+			// position's holds once per position, is well above it.
+			most := int64(10 * (tc.active + positions + positions*poolCap))
+			for _, st := range []struct {
+				name string
+				q    string
+				args []any
+			}{
+				{"ListCounters", mysqlres.ListCountersSQL, nil},
+				{"Conservation", mysqlres.ConservationSQL, nil},
+				{"Orphans", mysqlres.OrphansSQL, nil},
+				{"HeldFlags", mysqlres.HeldFlagsSQL, nil},
+				{"ActiveHoldsFirstPage", mysqlres.ActiveHoldsFirstSQL, []any{mysqlres.ActiveHoldsPage}},
+				{"ActiveHoldsNextPage", mysqlres.ActiveHoldsNextSQL, []any{s.Now(), s.Now(), 1, 1, "active-1", mysqlres.ActiveHoldsPage}},
+				{"Counters", mysqlres.CountersSQL, []any{hot.ShopID, hot.ItemID, hot.GroupID, hot.ShopID, hot.ItemID, hot.GroupID}},
+				{"HeldUnits", fmt.Sprintf(mysqlres.HeldSQL, "ledger"), []any{hot.ShopID, hot.ItemID, hot.GroupID}},
+			} {
+				if n := rowsExamined(t, conn, st.q, st.args...); n > most {
+					t.Errorf("%s: got %d rows examined (%d active holds, %d ended), want at most %d", st.name, n, tc.active, tc.ended, most)
+				}
+			}
+
+			// The answers are those of the active holds alone.
+			holds, err := s.ActiveHolds(ctx)
+			if err != nil || len(holds) != tc.active {
+				t.Fatalf("ActiveHolds got %d holds, %v, want %d", len(holds), err, tc.active)
+			}
+			if c := mustCounters(t, s, hot); c.Reserved != int64(tc.active-20) || c.Available != 10_000-int64(tc.active-20) {
+				t.Fatalf("got %+v, want reserved %d", c, tc.active-20)
+			}
+		})
+	}
+}
+
+// TestCheckInvariantsHeldFlags checks that the audit finds the lines held
+// while their reservation is not reserved, and the reverse.
+func TestCheckInvariantsHeldFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, token, corrupt, repair, want string
+	}{
+		{"ReservedNotHeld", "active", "UPDATE reservation_lines SET held = 0 WHERE cart_token = 'active'",
+			"UPDATE reservation_lines SET held = 1 WHERE cart_token = 'active'", "reservation reserved has 0 of 1 lines held"},
+		{"ReleasedHeld", "gone", "UPDATE reservation_lines SET held = 1 WHERE cart_token = 'gone'",
+			"UPDATE reservation_lines SET held = 0 WHERE cart_token = 'gone'", "reservation released has 1 of 1 lines held"},
+		{"HeldWithoutLedger", "active", "UPDATE reservation_lines SET inventory_item_id = 999 WHERE cart_token = 'active'",
+			"UPDATE reservation_lines SET inventory_item_id = 100 WHERE cart_token = 'active'", "held units without a ledger row"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := MustOpenStore(t)
+			mustSetOnHand(t, s, key(100, 1), 10)
+			for _, token := range []string{"active", "gone"} {
+				if _, err := s.Reserve(ctx, reserve1(token, 100, 1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Release(ctx, 1, "gone"); err != nil {
+				t.Fatal(err)
+			}
+			mustInsertReservations(t, s, key(100, 1), "ended-", tandem.StatusClaimed, 1000, s.Now().Add(-time.Hour))
+			if _, err := s.DB().ExecContext(ctx, tc.corrupt); err != nil {
+				t.Fatal(err)
+			}
+			vs, err := s.CheckInvariants(ctx)
+			if _, rerr := s.DB().ExecContext(ctx, tc.repair); rerr != nil {
+				t.Fatal(rerr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.CartToken+": "+v.Message)
+				if strings.Contains(v.Message, tc.want) {
+					return
+				}
+			}
+			t.Fatalf("got violations %q, want one saying %q", got, tc.want)
+		})
+	}
+}
