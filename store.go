@@ -75,6 +75,23 @@ type Discarder interface {
 	Discard(ctx context.Context, shopID int64, cartToken string) error
 }
 
+// Ender is a store that can record a cart as another store ended it. The
+// router converges a store to a cart its authority released or let expire
+// with it: the token must stay known as ended there too, or that store,
+// once it answers the buyer (a flip, a kill switch), would reserve the
+// token again where the authority answers conflict.
+type Ender interface {
+	// End makes the store show the cart ended with ended.Status
+	// (StatusReleased or StatusExpired): a hold it has returns its units
+	// to stock and takes that status, and a cart it never saw is recorded
+	// with that status and ended's lines without touching stock (a
+	// tombstone: a later reserve of the token is a conflict). A cart it
+	// already knows as released or expired is left as it is. Returns
+	// ECONFLICT for a claimed cart (or one being claimed), EINVALID for
+	// another status or a cart without lines.
+	End(ctx context.Context, ended Reservation) error
+}
+
 // Follower is a store that can follow a stock count that the source of
 // truth has just written to the ledger, without writing the ledger itself:
 // a shadow writing the ledger again would put back an on_hand that a claim
