@@ -122,15 +122,18 @@ type Placer interface {
 	Place(ctx context.Context, hold Reservation) (*Reservation, error)
 }
 
-// ClaimSettler is a store whose sellable count is its own copy of the
-// ledger (redisres): when another store claimed a cart that this one does
-// not hold (its copy was never taken, or was released or expired here),
-// the ledger lost the cart's lines and so must this store's count.
+// ClaimSettler is a store that can show a cart claimed that another store
+// claimed while this one does not hold it (its copy was never taken, or was
+// released or expired here). When its sellable count is its own copy of
+// the ledger (redisres), the ledger lost the cart's lines and so must that
+// count; when its count is the ledger's own (mysqlres), the claim already
+// lowered it, and the cart is only recorded.
 type ClaimSettler interface {
 	// SettleClaim makes the store show the cart claimed with claimed's
 	// lines: a hold it has is settled as by Claim; otherwise the lines
-	// leave its sellable count and the cart is recorded as claimed. The
-	// ledger is not written. Idempotent per cart.
+	// leave its sellable count (if it keeps its own) and the cart is
+	// recorded as claimed, so that a later reserve of the token is a
+	// conflict. The ledger is not written. Idempotent per cart.
 	SettleClaim(ctx context.Context, claimed Reservation) error
 }
 

@@ -18,7 +18,10 @@ const (
 	endLineValues = "(?, ?, ?, ?, ?, ?, 0)"
 )
 
-var _ tandem.Ender = (*Store)(nil)
+var (
+	_ tandem.Ender        = (*Store)(nil)
+	_ tandem.ClaimSettler = (*Store)(nil)
+)
 
 // End implements tandem.Ender: the router calls it on a copy of a cart its
 // authority released or let expire. Lock order as Release: header, then
@@ -88,4 +91,51 @@ func validateEnded(ended tandem.Reservation) error {
 		return tandem.Errorf(tandem.EINVALID, "cart %s: end takes a released or expired cart, not %q", ended.CartToken, ended.Status)
 	}
 	return validateHold(ended)
+}
+
+// SettleClaim implements tandem.ClaimSettler: the router calls it on a
+// copy of a cart another store claimed. This store's count is the ledger's
+// own, which the claim already lowered (Ledger.DeductCart), so nothing is
+// deducted here: a hold it has is settled as by Claim (its units return to
+// stock, the claim record making the deduction a no-op), and a cart it
+// never held or saw end is recorded as claimed with claimed's lines (a
+// tombstone: a later reserve of the token is a conflict). The ledger must
+// record the claim already; otherwise it answers ECONFLICT and changes
+// nothing (the other store is between the two steps of its claim).
+func (s *Store) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
+	if err := validateHold(claimed); err != nil {
+		return err
+	}
+	shopID, token := claimed.ShopID, claimed.CartToken
+	now := s.Now().UTC()
+	return s.withTx(ctx, tagRepair, func(tx *sql.Tx) error {
+		r, err := loadReservation(ctx, tx, tagRepair, shopID, token, true)
+		if err != nil {
+			return err
+		}
+		if r != nil && r.status == tandem.StatusClaimed {
+			return nil
+		}
+		fresh, err := recordClaim(ctx, tx, tagRepair, shopID, token, now)
+		if err != nil {
+			return err
+		}
+		if fresh {
+			// Rolled back with the rest: the claim is not the ledger's yet.
+			return tandem.Errorf(tandem.ECONFLICT, "cart %s is not claimed in the ledger", token)
+		}
+		switch {
+		case r == nil:
+			ended := claimed
+			ended.Status = tandem.StatusClaimed
+			return insertEnded(ctx, tx, ended, now)
+		case r.status == tandem.StatusReserved:
+			if err := markSettled(ctx, tx, tagRepair, shopID, token, tandem.StatusClaimed, now); err != nil {
+				return err
+			}
+			return s.settle(ctx, tx, tagRepair, lineQuantities(shopID, r.lines), nil, now)
+		}
+		// Released or expired here: its units are back already.
+		return markSettled(ctx, tx, tagRepair, shopID, token, tandem.StatusClaimed, now)
+	})
 }
