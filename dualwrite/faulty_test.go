@@ -146,6 +146,20 @@ func (f *faulty) Discard(ctx context.Context, shop int64, token string) error {
 	return err
 }
 
+func (f *faulty) End(ctx context.Context, ended tandem.Reservation) error {
+	_, err := do(f, ctx, "end", ended.CartToken, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.Ender).End(ctx, ended)
+	})
+	return err
+}
+
+func (f *faulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
+	_, err := do(f, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
+	})
+	return err
+}
+
 func (f *faulty) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) {
 		return f.inner.(tandem.Placer).Place(ctx, hold)
@@ -168,13 +182,6 @@ func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, 
 
 // redisFaulty adds what only the Redis store has.
 type redisFaulty struct{ *faulty }
-
-func (f redisFaulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
-	_, err := do(f.faulty, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
-	})
-	return err
-}
 
 func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
 	return f.inner.(tandem.Recounter).Recount(ctx, k)

@@ -1,0 +1,98 @@
+package dualwrite_test
+
+import (
+	"testing"
+
+	"github.com/tandemhq/tandem"
+)
+
+// flipCase is a change of SoT: the mode a pod starts in, the store that
+// answers there (the old SoT) and its shadow (the new SoT), and the flip.
+type flipCase struct {
+	name     string
+	from     tandem.Mode
+	old, new func(p *pod) *faulty
+	flip     func(p *pod)
+}
+
+var flipCases = []flipCase{
+	{"ShadowToMySQL", tandem.ModeShadow,
+		func(p *pod) *faulty { return p.fr.faulty }, func(p *pod) *faulty { return p.fm },
+		func(p *pod) { p.modes.set(tandem.ModeMySQL) }},
+	{"KillSwitch", tandem.ModeMySQL,
+		func(p *pod) *faulty { return p.fm }, func(p *pod) *faulty { return p.fr.faulty },
+		func(p *pod) { p.kill.on.Store(true) }},
+}
+
+// openFlipPod opens a pod in c.from with on_hand units of k.
+func openFlipPod(t *testing.T, c flipCase, k tandem.Key, onHand int64) *pod {
+	t.Helper()
+	p := mustOpenPod(t, tandem.ModeShadow)
+	if _, err := p.SetOnHand(ctx, k, onHand); err != nil {
+		t.Fatal(err)
+	}
+	p.modes.set(c.from)
+	return p
+}
+
+// A cart that lived and ended under the old SoT while the new SoT never
+// saw it (its shadow copies failed: the store was cut) stays ended for the
+// new SoT: after the flip a reserve of its token is a conflict there,
+// never a new hold. Either the cart was converged before the flip (the
+// convergence leaves the ended cart in the new SoT, a tombstone where it
+// never held it), or it is still dirty at the flip, and the new SoT does
+// not answer for it (503) until it has been caught up.
+func TestRouter_EndedTokenStaysEnded(t *testing.T) {
+	ends := []struct {
+		name string
+		do   func(p *pod, token string) (*tandem.Reservation, error)
+	}{
+		{"Released", func(p *pod, token string) (*tandem.Reservation, error) { return p.Release(ctx, 13, token) }},
+		{"Claimed", func(p *pod, token string) (*tandem.Reservation, error) { return p.Claim(ctx, 13, token) }},
+	}
+	for _, c := range flipCases {
+		for _, end := range ends {
+			for _, when := range []string{"ConvergedBeforeFlip", "DirtyAtFlip"} {
+				t.Run(c.name+"/"+end.name+"/"+when, func(t *testing.T) {
+					k := tandem.Key{ShopID: 13, ItemID: 1, GroupID: 1}
+					p := openFlipPod(t, c, k, 5)
+					c.new(p).setCut(true)
+					req := cart("ended", 13, one(1, 1, 1))
+					if _, err := p.Reserve(ctx, req); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := end.do(p, "ended"); err != nil {
+						t.Fatal(err)
+					}
+					p.Wait()
+					if when == "ConvergedBeforeFlip" {
+						c.new(p).setCut(false)
+						p.mustConverge(t)
+						c.flip(p)
+					} else {
+						c.flip(p)
+						if _, err := p.Reserve(ctx, req); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+							t.Fatalf("reserve of the ended token while the new SoT cannot be caught up: got %v, want %s", err, tandem.EUNAVAILABLE)
+						}
+						c.new(p).setCut(false)
+					}
+					for _, r := range []tandem.ReserveRequest{req, cart("ended", 13, one(1, 2, 1))} {
+						res, err := p.Reserve(ctx, r)
+						if tandem.ErrorCode(err) != tandem.ECONFLICT {
+							t.Fatalf("reserve of the ended token after the flip (%d units): got %+v, %v, want %s",
+								r.Lines[0].Quantity, res, err, tandem.ECONFLICT)
+						}
+					}
+					want := int64(5)
+					if end.name == "Claimed" {
+						want = 4
+					}
+					if got := p.onHand(t, k); got != want {
+						t.Errorf("ledger on_hand: got %d, want %d", got, want)
+					}
+					p.mustConverge(t)
+				})
+			}
+		}
+	}
+}
