@@ -328,7 +328,7 @@ func (r *Router) convergeDue(ctx context.Context) int {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority)
+			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority, it.gen)
 			r.settleDirty(it.ck, it.gen, res, err)
 		}()
 	}
@@ -337,8 +337,11 @@ func (r *Router) convergeDue(ctx context.Context) int {
 }
 
 // convergeDirty converges one dirty cart in the cart's line, from the store
-// that answered the buyer to the other.
-func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string) (ConvergeResult, error) {
+// that answered the buyer to the other, unless its mark gen was settled or
+// replaced while it waited in line (a request's catch-up converged it, and
+// the new SoT may have changed it since: converging it again from the old
+// authority would undo that).
+func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string, gen uint64) (ConvergeResult, error) {
 	mode := r.routeMode()
 	if mode.Shadow() == "" {
 		return ConvergeDropped, nil
@@ -355,6 +358,13 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 		case <-ctx.Done():
 			return ConvergeFailed, ctx.Err()
 		}
+	}
+	r.dirty.mu.Lock()
+	e := r.dirty.m[ck]
+	current := e != nil && e.gen == gen
+	r.dirty.mu.Unlock()
+	if !current {
+		return ConvergeEqual, nil
 	}
 	return r.convergeCart(ctx, ck, from, r.other(from), false)
 }
@@ -452,8 +462,10 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 		<-prev
 	}
 	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
-	r.dequeue(o.ck, line)
+	// Settled before the line moves on: a worker's attempt on the same mark,
+	// next in line, then sees it settled and leaves the cart to this SoT.
 	r.settleDirty(o.ck, gen, res, err)
+	r.dequeue(o.ck, line)
 	if err != nil {
 		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
 			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
