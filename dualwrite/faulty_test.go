@@ -23,6 +23,13 @@ type faulty struct {
 	cut    bool
 	only   string       // when set, delays apply to this cart token alone
 	inLate atomic.Int64 // late operations still running
+	gates  map[string]*gate
+}
+
+// gate holds one operation on one cart until opened.
+type gate struct {
+	entered, open chan struct{}
+	once          sync.Once
 }
 
 func newFaulty(s tandem.ReservationStore) *faulty {
@@ -40,6 +47,27 @@ func (f *faulty) setOnly(token string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.only = token
+}
+
+// hold makes the next calls of op on token wait, each until open is
+// called (or its context ends); entered is closed when the first of them
+// has reached the store. open lets every held call through.
+func (f *faulty) hold(op, token string) (entered <-chan struct{}, open func()) {
+	g := &gate{entered: make(chan struct{}), open: make(chan struct{})}
+	f.mu.Lock()
+	if f.gates == nil {
+		f.gates = map[string]*gate{}
+	}
+	f.gates[op+"/"+token] = g
+	f.mu.Unlock()
+	return g.entered, func() {
+		f.mu.Lock()
+		if f.gates[op+"/"+token] == g {
+			delete(f.gates, op+"/"+token)
+		}
+		f.mu.Unlock()
+		close(g.open)
+	}
 }
 
 func (f *faulty) setCut(cut bool) {
@@ -66,9 +94,18 @@ func do[T any](f *faulty, ctx context.Context, op, token string, fn func(ctx con
 	if f.only != "" && token != f.only {
 		d = 0
 	}
+	g := f.gates[op+"/"+token]
 	f.mu.Unlock()
 	if cut {
 		return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s is cut", f.inner.Name())
+	}
+	if g != nil {
+		g.once.Do(func() { close(g.entered) })
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s %s: %v", f.inner.Name(), op, ctx.Err())
+		}
 	}
 	if d == 0 {
 		return fn(ctx)

@@ -35,6 +35,63 @@ func openFlipPod(t *testing.T, c flipCase, k tandem.Key, onHand int64) *pod {
 	return p
 }
 
+type answer struct {
+	res *tandem.Reservation
+	err error
+}
+
+// When the fence at a flip runs out while an operation of the old SoT on a
+// cart is still in flight, the cart's next operation does not go through
+// with it: it waits for that operation, whose shadow job copies the hold
+// into the new SoT, before the new SoT answers for the cart. A token the
+// old SoT holds is not reserved again by the new SoT with another request:
+// the answer is a conflict, as from one store. Stock is plentiful, so the
+// new SoT would grant the request if it did not hold the token.
+func TestRouter_FenceRunsOutOnCartInFlight(t *testing.T) {
+	for _, c := range flipCases {
+		t.Run(c.name, func(t *testing.T) {
+			k := tandem.Key{ShopID: 12, ItemID: 1, GroupID: 1}
+			p := openFlipPod(t, c, k, 5)
+			// The old SoT takes the first reserve and keeps it past the
+			// fence's bound (4 x shadow.timeout + 500ms).
+			entered, open := c.old(p).hold("reserve", "held")
+			first := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("held", 12, one(1, 1, 1)))
+				first <- answer{res, err}
+			}()
+			<-entered
+			c.flip(p)
+			second := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("held", 12, one(1, 2, 1)))
+				second <- answer{res, err}
+			}()
+			waitFor(t, "the fence at the flip running out", func() bool { return p.FenceTimeouts() > 0 })
+			open()
+			if a := <-first; a.err != nil || a.res.Status != tandem.StatusReserved {
+				t.Fatalf("reserve under the old SoT: got %+v, %v, want reserved", a.res, a.err)
+			}
+			if a := <-second; tandem.ErrorCode(a.err) != tandem.ECONFLICT {
+				t.Fatalf("reserve of the held token with another request once the fence ran out: got %+v, %v, want %s",
+					a.res, a.err, tandem.ECONFLICT)
+			}
+			if p.FluxWaits() == 0 {
+				t.Errorf("flux waits: got 0, want the second reserve to have waited for the cart's work of the old SoT")
+			}
+			// The hold the old SoT granted is the one the new SoT sells.
+			res, err := p.Claim(ctx, 12, "held")
+			if err != nil || res.Status != tandem.StatusClaimed || len(res.Lines) != 1 || res.Lines[0].Quantity != 1 {
+				t.Fatalf("claim after the flip: got %+v, %v, want claimed, 1 unit", res, err)
+			}
+			if got := p.onHand(t, k); got != 4 {
+				t.Errorf("ledger on_hand: got %d, want 4", got)
+			}
+			p.mustConverge(t)
+		})
+	}
+}
+
 // A cart that lived and ended under the old SoT while the new SoT never
 // saw it (its shadow copies failed: the store was cut) stays ended for the
 // new SoT: after the flip a reserve of its token is a conflict there,
