@@ -197,6 +197,13 @@ type ShopRebuilder interface {
 	RebuildShops(ctx context.Context, shops []int64, holds []Reservation) (int, error)
 }
 
+// ShopLister is a Resyncer that can list the active holds of some shops,
+// so that a copy of those shops reads them just before it writes them.
+type ShopLister interface {
+	// ShopHolds is ActiveHolds limited to shops.
+	ShopHolds(ctx context.Context, shops []int64) ([]Reservation, error)
+}
+
 // Ledger is a pod's inventory ledger, in the pod's MySQL: on_hand per
 // position, the source of truth for physical stock, and the record of
 // claimed carts that makes every claim deduct exactly once whichever store

@@ -210,7 +210,13 @@ func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64)
 }
 
 func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
-	return f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+	// Held (hold("active_holds", "")) after the read: the caller gets
+	// the list as it was before whatever runs meanwhile.
+	list, err := f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return do(f, ctx, "active_holds", "", func(context.Context) ([]tandem.Reservation, error) { return list, nil })
 }
 
 func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
@@ -219,6 +225,10 @@ func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, 
 
 // redisFaulty adds what only the Redis store has.
 type redisFaulty struct{ *faulty }
+
+func (f redisFaulty) ShopHolds(ctx context.Context, shops []int64) ([]tandem.Reservation, error) {
+	return f.inner.(tandem.ShopLister).ShopHolds(ctx, shops)
+}
 
 func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
 	return f.inner.(tandem.Recounter).Recount(ctx, k)
