@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 )
 
 // flipCase is a change of SoT: the mode a pod starts in, the store that
@@ -93,12 +94,13 @@ func TestRouter_FenceRunsOutOnCartInFlight(t *testing.T) {
 }
 
 // A cart that lived and ended under the old SoT while the new SoT never
-// saw it (its shadow copies failed: the store was cut) stays ended for the
-// new SoT: after the flip a reserve of its token is a conflict there,
-// never a new hold. Either the cart was converged before the flip (the
-// convergence leaves the ended cart in the new SoT, a tombstone where it
-// never held it), or it is still dirty at the flip, and the new SoT does
-// not answer for it (503) until it has been caught up.
+// saw it (its shadow copies failed, the store being cut, or were dropped,
+// the in-flight cap being reached) stays ended for the new SoT: after the
+// flip a reserve of its token is a conflict there, never a new hold.
+// Either the cart was converged before the flip (the convergence leaves
+// the ended cart in the new SoT, a tombstone where it never held it), or
+// it is still dirty at the flip and is caught up before the new SoT
+// answers for it (503 while the new SoT cannot be written).
 func TestRouter_EndedTokenStaysEnded(t *testing.T) {
 	ends := []struct {
 		name string
@@ -107,48 +109,62 @@ func TestRouter_EndedTokenStaysEnded(t *testing.T) {
 		{"Released", func(p *pod, token string) (*tandem.Reservation, error) { return p.Release(ctx, 13, token) }},
 		{"Claimed", func(p *pod, token string) (*tandem.Reservation, error) { return p.Claim(ctx, 13, token) }},
 	}
+	faults := []struct {
+		name      string
+		set, heal func(p *pod, c flipCase)
+		// cut: the new SoT cannot be written until healed.
+		cut bool
+	}{
+		{"Cut", func(p *pod, c flipCase) { c.new(p).setCut(true) }, func(p *pod, c flipCase) { c.new(p).setCut(false) }, true},
+		// Every shadow job is dropped, as when max_inflight is reached.
+		{"Dropped", func(p *pod, c flipCase) { p.Router.MaxInflight = -1 }, func(p *pod, c flipCase) { p.Router.MaxInflight = dualwrite.DefaultMaxInflight }, false},
+	}
 	for _, c := range flipCases {
 		for _, end := range ends {
-			for _, when := range []string{"ConvergedBeforeFlip", "DirtyAtFlip"} {
-				t.Run(c.name+"/"+end.name+"/"+when, func(t *testing.T) {
-					k := tandem.Key{ShopID: 13, ItemID: 1, GroupID: 1}
-					p := openFlipPod(t, c, k, 5)
-					c.new(p).setCut(true)
-					req := cart("ended", 13, one(1, 1, 1))
-					if _, err := p.Reserve(ctx, req); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := end.do(p, "ended"); err != nil {
-						t.Fatal(err)
-					}
-					p.Wait()
-					if when == "ConvergedBeforeFlip" {
-						c.new(p).setCut(false)
+			for _, fault := range faults {
+				for _, when := range []string{"ConvergedBeforeFlip", "DirtyAtFlip"} {
+					t.Run(c.name+"/"+end.name+"/"+fault.name+"/"+when, func(t *testing.T) {
+						k := tandem.Key{ShopID: 13, ItemID: 1, GroupID: 1}
+						p := openFlipPod(t, c, k, 5)
+						fault.set(p, c)
+						req := cart("ended", 13, one(1, 1, 1))
+						if _, err := p.Reserve(ctx, req); err != nil {
+							t.Fatal(err)
+						}
+						if _, err := end.do(p, "ended"); err != nil {
+							t.Fatal(err)
+						}
+						p.Wait()
+						if when == "ConvergedBeforeFlip" {
+							fault.heal(p, c)
+							p.mustConverge(t)
+							c.flip(p)
+						} else {
+							c.flip(p)
+							if fault.cut {
+								if _, err := p.Reserve(ctx, req); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+									t.Fatalf("reserve of the ended token while the new SoT cannot be caught up: got %v, want %s", err, tandem.EUNAVAILABLE)
+								}
+							}
+							fault.heal(p, c)
+						}
+						for _, r := range []tandem.ReserveRequest{req, cart("ended", 13, one(1, 2, 1))} {
+							res, err := p.Reserve(ctx, r)
+							if tandem.ErrorCode(err) != tandem.ECONFLICT {
+								t.Fatalf("reserve of the ended token after the flip (%d units): got %+v, %v, want %s",
+									r.Lines[0].Quantity, res, err, tandem.ECONFLICT)
+							}
+						}
+						want := int64(5)
+						if end.name == "Claimed" {
+							want = 4
+						}
+						if got := p.onHand(t, k); got != want {
+							t.Errorf("ledger on_hand: got %d, want %d", got, want)
+						}
 						p.mustConverge(t)
-						c.flip(p)
-					} else {
-						c.flip(p)
-						if _, err := p.Reserve(ctx, req); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
-							t.Fatalf("reserve of the ended token while the new SoT cannot be caught up: got %v, want %s", err, tandem.EUNAVAILABLE)
-						}
-						c.new(p).setCut(false)
-					}
-					for _, r := range []tandem.ReserveRequest{req, cart("ended", 13, one(1, 2, 1))} {
-						res, err := p.Reserve(ctx, r)
-						if tandem.ErrorCode(err) != tandem.ECONFLICT {
-							t.Fatalf("reserve of the ended token after the flip (%d units): got %+v, %v, want %s",
-								r.Lines[0].Quantity, res, err, tandem.ECONFLICT)
-						}
-					}
-					want := int64(5)
-					if end.name == "Claimed" {
-						want = 4
-					}
-					if got := p.onHand(t, k); got != want {
-						t.Errorf("ledger on_hand: got %d, want %d", got, want)
-					}
-					p.mustConverge(t)
-				})
+					})
+				}
 			}
 		}
 	}
