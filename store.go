@@ -75,6 +75,23 @@ type Discarder interface {
 	Discard(ctx context.Context, shopID int64, cartToken string) error
 }
 
+// Ender is a store that can record a cart as another store ended it. The
+// router converges a store to a cart its authority released or let expire
+// with it: the token must stay known as ended there too, or that store,
+// once it answers the buyer (a flip, a kill switch), would reserve the
+// token again where the authority answers conflict.
+type Ender interface {
+	// End makes the store show the cart ended with ended.Status
+	// (StatusReleased or StatusExpired): a hold it has returns its units
+	// to stock and takes that status, and a cart it never saw is recorded
+	// with that status and ended's lines without touching stock (a
+	// tombstone: a later reserve of the token is a conflict). A cart it
+	// already knows as released or expired is left as it is. Returns
+	// ECONFLICT for a claimed cart (or one being claimed), EINVALID for
+	// another status or a cart without lines.
+	End(ctx context.Context, ended Reservation) error
+}
+
 // Follower is a store that can follow a stock count that the source of
 // truth has just written to the ledger, without writing the ledger itself:
 // a shadow writing the ledger again would put back an on_hand that a claim
@@ -105,15 +122,18 @@ type Placer interface {
 	Place(ctx context.Context, hold Reservation) (*Reservation, error)
 }
 
-// ClaimSettler is a store whose sellable count is its own copy of the
-// ledger (redisres): when another store claimed a cart that this one does
-// not hold (its copy was never taken, or was released or expired here),
-// the ledger lost the cart's lines and so must this store's count.
+// ClaimSettler is a store that can show a cart claimed that another store
+// claimed while this one does not hold it (its copy was never taken, or was
+// released or expired here). When its sellable count is its own copy of
+// the ledger (redisres), the ledger lost the cart's lines and so must that
+// count; when its count is the ledger's own (mysqlres), the claim already
+// lowered it, and the cart is only recorded.
 type ClaimSettler interface {
 	// SettleClaim makes the store show the cart claimed with claimed's
 	// lines: a hold it has is settled as by Claim; otherwise the lines
-	// leave its sellable count and the cart is recorded as claimed. The
-	// ledger is not written. Idempotent per cart.
+	// leave its sellable count (if it keeps its own) and the cart is
+	// recorded as claimed, so that a later reserve of the token is a
+	// conflict. The ledger is not written. Idempotent per cart.
 	SettleClaim(ctx context.Context, claimed Reservation) error
 }
 
@@ -175,6 +195,13 @@ type ShopRebuilder interface {
 	// RebuildShops is Rebuild limited to shops; every hold must be of one
 	// of them.
 	RebuildShops(ctx context.Context, shops []int64, holds []Reservation) (int, error)
+}
+
+// ShopLister is a Resyncer that can list the active holds of some shops,
+// so that a copy of those shops reads them just before it writes them.
+type ShopLister interface {
+	// ShopHolds is ActiveHolds limited to shops.
+	ShopHolds(ctx context.Context, shops []int64) ([]Reservation, error)
 }
 
 // Ledger is a pod's inventory ledger, in the pod's MySQL: on_hand per

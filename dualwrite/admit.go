@@ -31,6 +31,16 @@ import (
 //     at most the fence bound (fenceWait); a fence that runs out lets the
 //     request through (availability first) and is counted (FenceTimeouts).
 //
+//   - Per cart across a change of SoT: the fence is for every cart at
+//     once, and may run out. Each cart also counts its operations not
+//     finished yet (SoT call, shadow job, convergence) per SoT they were
+//     admitted under, so an operation knows at admission, from the cart's
+//     own state, whether the cart still has work of another SoT in flight
+//     (it is in flux; a fence that ran out is the only way to get there).
+//     Such an operation waits for that work (catchUp) before its SoT
+//     answers for the cart, and the cart is then converged from the old
+//     SoT if its copy did not land; an ordinary cart pays nothing.
+//
 // Both orders are per router, that is per `tandem serve` instance: two
 // instances apply a flip up to a second apart, and for that second each
 // answers from its own SoT. No order between instances exists to make that
@@ -47,6 +57,27 @@ type epoch struct {
 	drained chan struct{}
 }
 
+// cartOrder is a cart's admitted operations (guarded by Router.mu); the
+// router keeps one while the cart has an operation not finished.
+type cartOrder struct {
+	// last is closed when the SoT call of the cart's latest registered
+	// operation is done; nil once it is.
+	last chan struct{}
+	// open counts, per SoT (sotIndex), the cart's registered operations
+	// admitted under it and not finished (SoT call, shadow job and its
+	// convergence); idle[i], when made, is closed as open[i] falls to zero.
+	open [2]int
+	idle [2]chan struct{}
+}
+
+// sotIndex numbers a SoT for cartOrder.
+func sotIndex(sot string) int {
+	if sot == tandem.StoreMySQL {
+		return 1
+	}
+	return 0
+}
+
 // op is one admitted operation, done when its SoT call and its shadow job
 // (with repair) have both finished.
 type op struct {
@@ -55,6 +86,12 @@ type op struct {
 	ck   cartKey
 	link chan struct{} // closed when the SoT call is done; nil when the op is not in the cart's order
 	refs atomic.Int32
+	// order is the cart's order the op counts in (nil for reads and stock
+	// counts); flux, when not nil, is closed once the cart's operations
+	// admitted under another SoT, in flight at this one's admission, have
+	// all finished.
+	order *cartOrder
+	flux  <-chan struct{}
 
 	mode   tandem.Mode
 	sot    tandem.ReservationStore
@@ -70,6 +107,11 @@ func (r *Router) fenceWait() time.Duration { return 4*r.ShadowTimeout + 500*time
 // FenceTimeouts returns how many waits of an admission ran out of time and
 // let a request through before the operations it should follow were done.
 func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
+
+// FluxWaits returns how many operations found their cart with work of
+// another SoT still in flight (a fence had run out) and waited for it
+// before their SoT answered (catchUp).
+func (r *Router) FluxWaits() int64 { return r.fluxWaits.Load() }
 
 // admit admits an operation under the effective mode, after the previous
 // SoT's operations are done (if the SoT changed) and, when ck is set, after
@@ -111,10 +153,26 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 		var prev chan struct{}
 		if ck != nil {
 			o.ck = *ck
-			prev = r.carts[*ck]
+			c := r.carts[*ck]
+			if c != nil {
+				prev = c.last
+			}
 			if register {
+				if c == nil {
+					c = &cartOrder{}
+					r.carts[*ck] = c
+				}
 				o.link = make(chan struct{})
-				r.carts[*ck] = o.link
+				c.last = o.link
+				i := sotIndex(sot)
+				c.open[i]++
+				o.order = c
+				if c.open[1-i] > 0 {
+					if c.idle[1-i] == nil {
+						c.idle[1-i] = make(chan struct{})
+					}
+					o.flux = c.idle[1-i]
+				}
 			}
 		}
 		r.mu.Unlock()
@@ -191,8 +249,9 @@ func (o *op) done() {
 	r.mu.Lock()
 	if o.link != nil {
 		close(o.link)
-		if r.carts[o.ck] == o.link {
-			delete(r.carts, o.ck)
+		if c := o.order; c.last == o.link {
+			c.last = nil
+			r.dropOrder(o.ck, c)
 		}
 		o.link = nil
 	}
@@ -200,7 +259,8 @@ func (o *op) done() {
 	o.unref()
 }
 
-// unref ends one part of the operation; the last one ends it in its epoch.
+// unref ends one part of the operation; the last one ends it in its epoch
+// and in its cart's order.
 func (o *op) unref() {
 	if o.refs.Add(-1) > 0 {
 		return
@@ -212,6 +272,23 @@ func (o *op) unref() {
 	if o.ep.active == 0 {
 		close(o.ep.drained)
 		o.ep.drained = make(chan struct{})
+	}
+	if c := o.order; c != nil {
+		i := sotIndex(o.ep.sot)
+		c.open[i]--
+		if c.open[i] == 0 && c.idle[i] != nil {
+			close(c.idle[i])
+			c.idle[i] = nil
+		}
+		r.dropOrder(o.ck, c)
+	}
+}
+
+// dropOrder forgets the cart's order once nothing of it is open (r.mu
+// held).
+func (r *Router) dropOrder(ck cartKey, c *cartOrder) {
+	if c.last == nil && c.open == [2]int{} && r.carts[ck] == c {
+		delete(r.carts, ck)
 	}
 }
 

@@ -20,6 +20,15 @@ import (
 // that batch's ledger rows alone), then sweeps the two stores hold by hold
 // and converges what changed during the copy. Nothing pauses the pod's
 // requests.
+//
+// A batch's holds are read from Redis once the batch's shadow work is
+// paused, just before they are written (when Redis can list some shops):
+// the shadow work that reached MySQL before the pause is then in what is
+// copied, and what comes after waits for the copy. A list read at the
+// start would be stale by the time its batch is written: it would put back
+// a hold the buyer released or claimed since (its end already followed into
+// MySQL) and drop one taken since (already copied by the shadow), leaving
+// the catch-up sweep to find them before the pod flips.
 
 // BackfillProgress is the state of a backfill, for the pod's transition.
 type BackfillProgress struct {
@@ -127,7 +136,8 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
 		return n, err
 	}
-	copied, err := r.copyShops(ctx, part, shops, byShop)
+	lister, _ := r.Redis.(tandem.ShopLister)
+	copied, err := r.copyShops(ctx, part, lister, shops, byShop)
 	if err != nil {
 		return copied, err
 	}
@@ -148,9 +158,11 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 }
 
 // copyShops copies the holds of shops, in batches of about backfillHolds
-// holds copied on backfillWorkers connections at once (disjoint shops:
-// disjoint rows), and says how many it copied.
-func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, shops []int64, byShop map[int64][]tandem.Reservation) (int, error) {
+// holds (as byShop counts them) copied on backfillWorkers connections at
+// once (disjoint shops: disjoint rows), and says how many it copied. With
+// lister, each batch copies its shops' holds as Redis lists them once the
+// batch's shadow work is paused; else byShop's.
+func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, byShop map[int64][]tandem.Reservation) (int, error) {
 	type batch struct {
 		shops []int64
 		holds []tandem.Reservation
@@ -179,7 +191,13 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, shops
 				// rewritten: the copy then sees a quiet pool (buyers are
 				// served by Redis all along).
 				resume := r.pauseShops(b.shops)
-				_, err := part.RebuildShops(ctx, b.shops, b.holds)
+				holds, err := b.holds, error(nil)
+				if lister != nil {
+					holds, err = lister.ShopHolds(ctx, b.shops)
+				}
+				if err == nil {
+					_, err = part.RebuildShops(ctx, b.shops, holds)
+				}
 				resume()
 				if err != nil {
 					errOnce.Do(func() {
@@ -187,7 +205,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, shops
 					})
 					continue
 				}
-				n := int(copied.Add(int64(len(b.holds))))
+				n := int(copied.Add(int64(len(holds))))
 				r.setBackfill(func(p *BackfillProgress) { p.Copied = n })
 			}
 		}()

@@ -48,16 +48,42 @@ func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.R
 		return ConvergeFailed, err
 	}
 	switch {
-	case want == nil || want.Status == tandem.StatusReleased || want.Status == tandem.StatusExpired:
-		// Refused, discarded, never reserved, released or expired: the other
-		// store holds nothing for the cart.
+	case want != nil && (want.Status == tandem.StatusReleased || want.Status == tandem.StatusExpired):
+		// Released or expired: the other store holds nothing for the cart,
+		// and knows it as ended too (a tombstone where it never saw it), so
+		// that it never reserves the token again once it answers the buyer.
+		if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
+			return ConvergeEqual, nil
+		}
+		if have != nil && have.Status == tandem.StatusClaimed {
+			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+		}
+		e, ok := to.(tandem.Ender)
+		if !ok {
+			if have == nil {
+				return ConvergeEqual, nil
+			}
+			return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error {
+				return discard(ctx, to, ck.shop, ck.token)
+			})
+		}
+		err := r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
+		if tandem.ErrorCode(err) == tandem.ECONFLICT {
+			return ConvergeConflict, err // claimed there meanwhile
+		}
+		return ConvergeRepaired, err
+
+	case want == nil:
+		// Refused, discarded or never reserved: the other store holds
+		// nothing for the cart, and forgets a copy it has (a later flip must
+		// never show it to the buyer).
 		if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
 			return ConvergeEqual, nil
 		}
 		if have.Status == tandem.StatusClaimed {
 			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
 		}
-		if want == nil && !refused {
+		if !refused {
 			if err := r.knows(ctx, from, ck.shop, have.Lines); err != nil {
 				return ConvergeFailed, err
 			}
@@ -143,8 +169,8 @@ func (r *Router) settleSold(ctx context.Context, ck cartKey, to tandem.Reservati
 	}
 	cs, ok := to.(tandem.ClaimSettler)
 	if !ok {
-		// The store counts from the ledger itself (mysqlres): the claim's
-		// deduction already left its count.
+		// A store that cannot settle a claim counts from the ledger itself:
+		// the claim's deduction already left its count.
 		if have == nil || have.Status != tandem.StatusReserved {
 			return ConvergeEqual, nil
 		}

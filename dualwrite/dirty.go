@@ -328,7 +328,7 @@ func (r *Router) convergeDue(ctx context.Context) int {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority)
+			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority, it.gen)
 			r.settleDirty(it.ck, it.gen, res, err)
 		}()
 	}
@@ -337,8 +337,11 @@ func (r *Router) convergeDue(ctx context.Context) int {
 }
 
 // convergeDirty converges one dirty cart in the cart's line, from the store
-// that answered the buyer to the other.
-func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string) (ConvergeResult, error) {
+// that answered the buyer to the other, unless its mark gen was settled or
+// replaced while it waited in line (a request's catch-up converged it, and
+// the new SoT may have changed it since: converging it again from the old
+// authority would undo that).
+func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string, gen uint64) (ConvergeResult, error) {
 	mode := r.routeMode()
 	if mode.Shadow() == "" {
 		return ConvergeDropped, nil
@@ -355,6 +358,13 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 		case <-ctx.Done():
 			return ConvergeFailed, ctx.Err()
 		}
+	}
+	r.dirty.mu.Lock()
+	e := r.dirty.m[ck]
+	current := e != nil && e.gen == gen
+	r.dirty.mu.Unlock()
+	if !current {
+		return ConvergeEqual, nil
 	}
 	return r.convergeCart(ctx, ck, from, r.other(from), false)
 }
@@ -425,16 +435,31 @@ func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	return err != nil || c != nil && c.Authority == sot
 }
 
-// catchUp converges a cart that is dirty here with another authority than
-// the SoT the operation was admitted under (its hold was granted, released
-// or claimed by the other store before a flip or a kill switch, and its
-// copy had not reached this SoT yet), before the SoT answers for it: the
-// new SoT then holds what the old one granted, and never answers from a
-// copy the old one refused. A cart that cannot be caught up stays dirty
-// and its request is answered 503: the SoT's view of it may be wrong.
+// catchUp makes the SoT the operation was admitted under hold what the
+// cart's previous SoT left (before a flip or a kill switch), before it
+// answers for the cart. Two things can leave it behind, both known from
+// the cart's own state, so an ordinary cart pays no read:
+//
+//   - the cart has operations of the previous SoT in flight (o.flux: the
+//     fence at the flip ran out): their shadow jobs are what copies their
+//     outcome into this SoT, so the operation waits for them, at most
+//     fenceWait, and is answered 503 when they do not finish by then (the
+//     SoT's view of the cart may be wrong; nothing has changed);
+//   - the cart is dirty here with another authority than this SoT (its
+//     copy failed, timed out or was dropped; the work above may have just
+//     marked it): it is converged from the other store, in the cart's line,
+//     so that this SoT holds the hold the old one granted, shows the cart
+//     ended (tombstone) or claimed as the old one does, and never answers
+//     from a copy the old one refused. A cart that cannot be caught up
+//     stays dirty and its request is answered 503.
 func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if o.ck.token == "" || o.shadow == nil {
 		return nil
+	}
+	if o.flux != nil {
+		if err := r.waitFlux(ctx, o); err != nil {
+			return err
+		}
 	}
 	r.dirty.mu.Lock()
 	e := r.dirty.m[o.ck]
@@ -452,13 +477,37 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 		<-prev
 	}
 	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
-	r.dequeue(o.ck, line)
+	// Settled before the line moves on: a worker's attempt on the same mark,
+	// next in line, then sees it settled and leaves the cart to this SoT.
 	r.settleDirty(o.ck, gen, res, err)
+	r.dequeue(o.ck, line)
 	if err != nil {
 		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
 			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
 	}
 	return nil
+}
+
+// waitFlux waits, at most fenceWait, until the cart's operations admitted
+// under another SoT than o's have finished (their SoT calls, shadow jobs
+// and convergence). It returns EUNAVAILABLE when they have not.
+func (r *Router) waitFlux(ctx context.Context, o *op) error {
+	select {
+	case <-o.flux:
+		return nil
+	default:
+	}
+	r.fluxWaits.Add(1)
+	t := time.NewTimer(r.fenceWait())
+	defer t.Stop()
+	select {
+	case <-o.flux:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return tandem.Errorf(tandem.EUNAVAILABLE,
+		"cart %s is still being settled under the previous source of truth after a change to %s; retry", o.ck.token, o.sot.Name())
 }
 
 // Convergence returns the router's convergence state for reports.

@@ -23,6 +23,13 @@ type faulty struct {
 	cut    bool
 	only   string       // when set, delays apply to this cart token alone
 	inLate atomic.Int64 // late operations still running
+	gates  map[string]*gate
+}
+
+// gate holds one operation on one cart until opened.
+type gate struct {
+	entered, open chan struct{}
+	once          sync.Once
 }
 
 func newFaulty(s tandem.ReservationStore) *faulty {
@@ -40,6 +47,27 @@ func (f *faulty) setOnly(token string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.only = token
+}
+
+// hold makes the next calls of op on token wait, each until open is
+// called (or its context ends); entered is closed when the first of them
+// has reached the store. open lets every held call through.
+func (f *faulty) hold(op, token string) (entered <-chan struct{}, open func()) {
+	g := &gate{entered: make(chan struct{}), open: make(chan struct{})}
+	f.mu.Lock()
+	if f.gates == nil {
+		f.gates = map[string]*gate{}
+	}
+	f.gates[op+"/"+token] = g
+	f.mu.Unlock()
+	return g.entered, func() {
+		f.mu.Lock()
+		if f.gates[op+"/"+token] == g {
+			delete(f.gates, op+"/"+token)
+		}
+		f.mu.Unlock()
+		close(g.open)
+	}
 }
 
 func (f *faulty) setCut(cut bool) {
@@ -66,9 +94,18 @@ func do[T any](f *faulty, ctx context.Context, op, token string, fn func(ctx con
 	if f.only != "" && token != f.only {
 		d = 0
 	}
+	g := f.gates[op+"/"+token]
 	f.mu.Unlock()
 	if cut {
 		return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s is cut", f.inner.Name())
+	}
+	if g != nil {
+		g.once.Do(func() { close(g.entered) })
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return zero, tandem.Errorf(tandem.EUNAVAILABLE, "%s %s: %v", f.inner.Name(), op, ctx.Err())
+		}
 	}
 	if d == 0 {
 		return fn(ctx)
@@ -146,6 +183,20 @@ func (f *faulty) Discard(ctx context.Context, shop int64, token string) error {
 	return err
 }
 
+func (f *faulty) End(ctx context.Context, ended tandem.Reservation) error {
+	_, err := do(f, ctx, "end", ended.CartToken, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.Ender).End(ctx, ended)
+	})
+	return err
+}
+
+func (f *faulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
+	_, err := do(f, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
+	})
+	return err
+}
+
 func (f *faulty) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) {
 		return f.inner.(tandem.Placer).Place(ctx, hold)
@@ -159,7 +210,13 @@ func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64)
 }
 
 func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
-	return f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+	// Held (hold("active_holds", "")) after the read: the caller gets
+	// the list as it was before whatever runs meanwhile.
+	list, err := f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return do(f, ctx, "active_holds", "", func(context.Context) ([]tandem.Reservation, error) { return list, nil })
 }
 
 func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
@@ -169,11 +226,8 @@ func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, 
 // redisFaulty adds what only the Redis store has.
 type redisFaulty struct{ *faulty }
 
-func (f redisFaulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
-	_, err := do(f.faulty, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
-	})
-	return err
+func (f redisFaulty) ShopHolds(ctx context.Context, shops []int64) ([]tandem.Reservation, error) {
+	return f.inner.(tandem.ShopLister).ShopHolds(ctx, shops)
 }
 
 func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {

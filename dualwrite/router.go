@@ -95,9 +95,10 @@ type Router struct {
 	// mu guards epoch and carts: the admission of every operation.
 	mu    sync.Mutex
 	epoch *epoch
-	// carts holds, per cart, the end of the SoT call of its latest admitted
-	// operation, for the order of the SoT's operations (admit).
-	carts map[cartKey]chan struct{}
+	// carts holds, per cart with an operation not finished, the end of the
+	// SoT call of its latest admitted operation (the order of the SoT's
+	// operations) and its operations open per SoT (admit).
+	carts map[cartKey]*cartOrder
 	// positions serialises, per stripe of positions, a stock count with
 	// the sweep's recount: a recount reads the ledger and then sets Redis,
 	// and a stock count landing between the two would be overwritten.
@@ -109,6 +110,7 @@ type Router struct {
 	// (with repair), for the order of the shadow's operations.
 	shadowCarts map[cartKey]chan struct{}
 	fenced      atomic.Int64 // fences that ran out of time
+	fluxWaits   atomic.Int64 // operations that waited for their cart's work of another SoT
 	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
 	// redis after a Backfill; 0 when not.
 	followUntil atomic.Int64
@@ -164,7 +166,7 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.Reservation
 		SweepInterval:  DefaultSweepInterval,
 		Now:            time.Now,
 		Logger:         nopLogger{},
-		carts:          make(map[cartKey]chan struct{}),
+		carts:          make(map[cartKey]*cartOrder),
 		shadowCarts:    make(map[cartKey]chan struct{}),
 		dirty:          newDirtySet(),
 		sweepCh:        make(chan struct{}, 1),
@@ -282,34 +284,8 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
-	if tandem.ErrorCode(err) == tandem.EINSUFFICIENT {
-		err = r.settledElsewhere(ctx, o, req, err)
-	}
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	return r.stamp(res, sot.Name()), err
-}
-
-// settledElsewhere answers a refused reserve whose token the other
-// maintained store knows as settled (released, claimed or expired): a
-// token is never reserved again, and the SoT may not know it when the
-// cart lived and ended under the previous SoT (a flip, a kill switch)
-// without the SoT ever holding it. The refusal is only a read more, under
-// ShadowTimeout; any other answer keeps the SoT's refusal.
-func (r *Router) settledElsewhere(ctx context.Context, o *op, req tandem.ReserveRequest, refused error) error {
-	if o.shadow == nil {
-		return refused
-	}
-	gctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
-	defer cancel()
-	got, err := o.shadow.Get(gctx, req.ShopID, req.CartToken)
-	if err != nil || got == nil {
-		return refused
-	}
-	switch got.Status {
-	case tandem.StatusReleased, tandem.StatusClaimed, tandem.StatusExpired:
-		return tandem.Errorf(tandem.ECONFLICT, "cart %s is already %s", req.CartToken, got.Status)
-	}
-	return refused
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever

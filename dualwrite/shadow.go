@@ -236,6 +236,11 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 			// The SoT's answer was lost: it may have settled the cart.
 			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped))
 		}
+		// The line still ends in order: whoever waits for this job (a
+		// convergence, the next job) waits for the jobs before it too.
+		if j.prev != nil {
+			<-j.prev
+		}
 		return
 	}
 	if j.prev != nil {

@@ -224,6 +224,12 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 			if prev != nil {
 				<-prev
 			}
+			if r.routeMode().SourceOfTruth() != sot.Name() {
+				// The SoT changed since the stores were compared: the cart
+				// is the new SoT's now (the next sweep compares again).
+				r.dequeue(ck, line)
+				return
+			}
 			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
 			r.dequeue(ck, line)
 			if res != ConvergeEqual || err != nil {

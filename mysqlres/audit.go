@@ -300,12 +300,22 @@ func (s *Store) RebuildShops(ctx context.Context, shops []int64, holds []tandem.
 
 // Statements of RebuildShops, each on one shop (a primary-key range).
 const (
-	lockShopSQL       = "/* conn_tag='rebuild' */ SELECT inventory_item_id, inventory_group_id, on_hand FROM ledger WHERE shop_id = ? ORDER BY inventory_item_id, inventory_group_id FOR UPDATE"
-	dropShopLinesSQL  = "/* conn_tag='rebuild' */ DELETE l FROM reservation_lines l JOIN reservations r ON r.shop_id = l.shop_id AND r.cart_token = l.cart_token WHERE r.status = 'reserved' AND r.shop_id = ?"
-	dropShopActiveSQL = "/* conn_tag='rebuild' */ DELETE FROM reservations WHERE status = 'reserved' AND shop_id = ?"
-	trimPoolSQL       = "/* conn_tag='rebuild' */ DELETE FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ?"
-	setUnpooledSQL    = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = ?, updated_at = ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
+	lockShopSQL = "/* conn_tag='rebuild' */ SELECT inventory_item_id, inventory_group_id, on_hand FROM ledger WHERE shop_id = ? ORDER BY inventory_item_id, inventory_group_id FOR UPDATE"
+	// dropShopActiveSQL drops headers and lines in one statement: a
+	// reserve committing between two would leave held lines without a
+	// header.
+	dropShopActiveSQL = "/* conn_tag='rebuild' */ DELETE r, l FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' AND r.shop_id = ?"
+	// stockSQL reads a position's pool rows and held units in one
+	// statement, so from one view: a reserve committing around it moves
+	// units from one to the other and is counted once either way.
+	stockSQL       = "/* conn_tag='rebuild' */ SELECT (SELECT COUNT(*) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
+	trimPoolSQL    = "/* conn_tag='rebuild' */ DELETE FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ?"
+	setUnpooledSQL = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = ?, updated_at = ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
 )
+
+// testHookRebuildDropped, when set (by tests), runs in rebuildShop once
+// the shop's active reservations are dropped.
+var testHookRebuildDropped func(shop int64)
 
 // rebuildShop rewrites one shop in tx: its active reservations become
 // holds, and each position keeps as many of its pool rows as it can sell,
@@ -316,6 +326,14 @@ const (
 // skipping what the others lock (an avalanche of lock structs seen to
 // exhaust the buffer pool); locked rows at the bottom end the scan inside
 // the range.
+//
+// The pool rows are not locked, so a fast reserve (it takes pool rows
+// and never the ledger row) may commit while the shop is rewritten: its
+// hold survives the drop when it commits after it. unpooled is therefore
+// computed from what the position holds once the holds are written, pool
+// rows and held units read in one statement, not from the holds given: a
+// surviving hold's units are then counted once, as held, and never again
+// as unpooled (units that do not exist, sold by the next reserves).
 func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds []tandem.Reservation, now time.Time) (int, error) {
 	onHand := map[tandem.Key]int64{}
 	rows, err := tx.QueryContext(ctx, lockShopSQL, shop)
@@ -335,10 +353,11 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
 	}
-	for _, q := range []string{dropShopLinesSQL, dropShopActiveSQL} {
-		if _, err := tx.ExecContext(ctx, q, shop); err != nil {
-			return 0, fmt.Errorf("rebuild shop %d: %w", shop, err)
-		}
+	if _, err := tx.ExecContext(ctx, dropShopActiveSQL, shop); err != nil {
+		return 0, fmt.Errorf("rebuild shop %d: %w", shop, err)
+	}
+	if testHookRebuildDropped != nil {
+		testHookRebuildDropped(shop)
 	}
 	held := map[tandem.Key]int64{}
 	for _, h := range holds {
@@ -353,26 +372,6 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 			}
 		}
 	}
-	for _, k := range sortKeys(mapKeys(onHand)) {
-		pool, err := poolCount(ctx, tx, tagRebuild, k)
-		if err != nil {
-			return 0, err
-		}
-		unpooled := onHand[k] - held[k] - pool
-		if unpooled < 0 {
-			trim := min(-unpooled, pool)
-			if _, err := tx.ExecContext(ctx, trimPoolSQL, k.ShopID, k.ItemID, k.GroupID, trim); err != nil {
-				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
-			}
-			unpooled += trim
-		}
-		if _, err := tx.ExecContext(ctx, setUnpooledSQL, unpooled, now, k.ShopID, k.ItemID, k.GroupID); err != nil {
-			return 0, fmt.Errorf("rebuild %s: %w", k, err)
-		}
-		if unpooled > 0 {
-			s.repl.signal(k)
-		}
-	}
 	for start := 0; start < len(holds); {
 		end, lines := start, 0
 		for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
@@ -383,6 +382,32 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 			return 0, err
 		}
 		start = end
+	}
+	for _, k := range sortKeys(mapKeys(onHand)) {
+		var pool, inHolds int64
+		if err := tx.QueryRowContext(ctx, stockSQL, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID).Scan(&pool, &inHolds); err != nil {
+			return 0, fmt.Errorf("rebuild %s: count stock: %w", k, err)
+		}
+		unpooled := onHand[k] - inHolds - pool
+		if unpooled < 0 {
+			res, err := tx.ExecContext(ctx, trimPoolSQL, k.ShopID, k.ItemID, k.GroupID, min(-unpooled, pool))
+			if err != nil {
+				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+			}
+			// Rows a reserve took meanwhile are gone already; those deleted
+			// here are what comes back.
+			n, err := res.RowsAffected()
+			if err != nil {
+				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+			}
+			unpooled += n
+		}
+		if _, err := tx.ExecContext(ctx, setUnpooledSQL, unpooled, now, k.ShopID, k.ItemID, k.GroupID); err != nil {
+			return 0, fmt.Errorf("rebuild %s: %w", k, err)
+		}
+		if unpooled > 0 {
+			s.repl.signal(k)
+		}
 	}
 	return len(onHand) + len(held) - countKnown(held, onHand), nil
 }

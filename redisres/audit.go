@@ -292,6 +292,18 @@ func (s *Store) ActiveHolds(ctx context.Context) (res []tandem.Reservation, err 
 	if err != nil {
 		return nil, err
 	}
+	return s.shopHolds(ctx, shops)
+}
+
+var _ tandem.ShopLister = (*Store)(nil)
+
+// ShopHolds implements tandem.ShopLister.
+func (s *Store) ShopHolds(ctx context.Context, shops []int64) (res []tandem.Reservation, err error) {
+	defer s.observe("shop_holds", time.Now(), &err)
+	return s.shopHolds(ctx, shops)
+}
+
+func (s *Store) shopHolds(ctx context.Context, shops []int64) (res []tandem.Reservation, err error) {
 	tokens, err := s.scanExpirySets(ctx, shops)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"IdempotentRetry", idempotentRetry},
 		{"SameTokenDifferentRequest", sameTokenDifferentRequest},
 		{"ReserveFinishedToken", reserveFinishedToken},
+		{"EndRecordsEndedCart", endRecordsEndedCart},
 		{"AllOrNothing", allOrNothing},
 		{"GroupPreference", groupPreference},
 		{"ErrInvalid", errInvalid},
@@ -211,6 +212,61 @@ func reserveFinishedToken(f *fixture) {
 	f.counters(1, 1, 9, 0)
 	f.get("c-claimed", tandem.StatusClaimed, tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1})
 	f.get("c-released", tandem.StatusReleased, tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1})
+}
+
+// endRecordsEndedCart: a store that can record a cart as another store
+// ended it (tandem.Ender) keeps the token of a cart it never saw as ended
+// without touching stock, so that it never reserves the token again; a
+// hold it has is returned to stock; a claimed cart is never ended.
+func endRecordsEndedCart(f *fixture) {
+	e, ok := f.s.(tandem.Ender)
+	if !ok {
+		f.t.Skipf("%s records no ended cart (not a tandem.Ender)", f.s.Name())
+	}
+	f.stock(1, 1, 10)
+	two := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1}
+	end := func(token string, st tandem.Status, lines ...tandem.Line) error {
+		return e.End(f.ctx, tandem.Reservation{ShopID: f.shop, CartToken: token, Status: st,
+			ExpiresAt: f.c.Now().Add(time.Minute), Lines: lines})
+	}
+
+	// Never seen here: a tombstone, stock untouched.
+	for _, st := range []tandem.Status{tandem.StatusReleased, tandem.StatusExpired} {
+		token := "t-" + string(st)
+		if err := end(token, st, two); err != nil {
+			f.t.Fatalf("End(cart %q, %s) of a cart never seen: %v", token, st, err)
+		}
+		f.get(token, st, two)
+		f.counters(1, 1, 10, 0)
+		f.reserveFails(f.request(token, time.Minute, line(1, 2, 1)), tandem.ECONFLICT)
+		f.reserveFails(f.request(token, time.Minute, line(1, 1, 1)), tandem.ECONFLICT)
+		f.claimFails(token, tandem.EGONE)
+		if err := end(token, st, two); err != nil {
+			f.t.Errorf("End(cart %q, %s) again: %v, want nil (no change)", token, st, err)
+		}
+	}
+	f.release("t-released", true, two)
+	f.releaseFails("t-expired", tandem.EGONE)
+	f.counters(1, 1, 10, 0)
+
+	// Held here: its units come back, with the status it ended with.
+	f.reserve(f.request("t-held", time.Minute, line(1, 3, 1)), tandem.Line{ItemID: 1, Quantity: 3, GroupID: 1})
+	f.counters(1, 1, 10, 3)
+	if err := end("t-held", tandem.StatusExpired, tandem.Line{ItemID: 1, Quantity: 3, GroupID: 1}); err != nil {
+		f.t.Fatalf("End(cart %q) of a hold: %v", "t-held", err)
+	}
+	f.get("t-held", tandem.StatusExpired, tandem.Line{ItemID: 1, Quantity: 3, GroupID: 1})
+	f.counters(1, 1, 10, 0)
+	f.reserveFails(f.request("t-held", time.Minute, line(1, 3, 1)), tandem.ECONFLICT)
+
+	// Claimed: never ended; a bad status changes nothing.
+	f.reserve(f.request("t-sold", time.Minute, line(1, 1, 1)), tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1})
+	f.claim("t-sold", false, tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1})
+	expectCode(f.t, "End of a claimed cart", end("t-sold", tandem.StatusReleased, tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1}), tandem.ECONFLICT)
+	f.get("t-sold", tandem.StatusClaimed, tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1})
+	expectCode(f.t, "End with status reserved", end("t-bad", tandem.StatusReserved, two), tandem.EINVALID)
+	f.getFails("t-bad", tandem.ENOTFOUND)
+	f.counters(1, 1, 9, 0)
 }
 
 // allOrNothing: a cart with a line that can't be covered holds nothing,

@@ -50,6 +50,11 @@ func (s *inflightStore) Discard(ctx context.Context, shopID int64, token string)
 	return s.ReservationStore.(tandem.Discarder).Discard(ctx, shopID, token)
 }
 
+func (s *inflightStore) End(ctx context.Context, ended tandem.Reservation) error {
+	defer s.enter()()
+	return s.ReservationStore.(tandem.Ender).End(ctx, ended)
+}
+
 func (s *inflightStore) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	defer s.enter()()
 	return s.ReservationStore.(tandem.Placer).Place(ctx, hold)

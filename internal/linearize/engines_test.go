@@ -217,7 +217,7 @@ func TestLinearizable_RouterFlips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flips during the run: %v; outcomes %v", flips, h.Outcomes)
+	t.Logf("flips during the run: %v; fence timeouts %d, flux waits %d; outcomes %v", flips, p.router.FenceTimeouts(), p.router.FluxWaits(), h.Outcomes)
 	if len(flips) < 3 {
 		t.Errorf("got %d flips during the run, want at least 3 (the run was too short)", len(flips))
 	}

@@ -1,0 +1,171 @@
+package dualwrite_test
+
+import (
+	"testing"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+)
+
+// flipCase is a change of SoT: the mode a pod starts in, the store that
+// answers there (the old SoT) and its shadow (the new SoT), and the flip.
+type flipCase struct {
+	name     string
+	from     tandem.Mode
+	old, new func(p *pod) *faulty
+	flip     func(p *pod)
+}
+
+var flipCases = []flipCase{
+	{"ShadowToMySQL", tandem.ModeShadow,
+		func(p *pod) *faulty { return p.fr.faulty }, func(p *pod) *faulty { return p.fm },
+		func(p *pod) { p.modes.set(tandem.ModeMySQL) }},
+	{"KillSwitch", tandem.ModeMySQL,
+		func(p *pod) *faulty { return p.fm }, func(p *pod) *faulty { return p.fr.faulty },
+		func(p *pod) { p.kill.on.Store(true) }},
+}
+
+// openFlipPod opens a pod in c.from with on_hand units of k.
+func openFlipPod(t *testing.T, c flipCase, k tandem.Key, onHand int64) *pod {
+	t.Helper()
+	p := mustOpenPod(t, tandem.ModeShadow)
+	if _, err := p.SetOnHand(ctx, k, onHand); err != nil {
+		t.Fatal(err)
+	}
+	p.modes.set(c.from)
+	return p
+}
+
+type answer struct {
+	res *tandem.Reservation
+	err error
+}
+
+// When the fence at a flip runs out while an operation of the old SoT on a
+// cart is still in flight, the cart's next operation does not go through
+// with it: it waits for that operation, whose shadow job copies the hold
+// into the new SoT, before the new SoT answers for the cart. A token the
+// old SoT holds is not reserved again by the new SoT with another request:
+// the answer is a conflict, as from one store. Stock is plentiful, so the
+// new SoT would grant the request if it did not hold the token.
+func TestRouter_FenceRunsOutOnCartInFlight(t *testing.T) {
+	for _, c := range flipCases {
+		t.Run(c.name, func(t *testing.T) {
+			k := tandem.Key{ShopID: 12, ItemID: 1, GroupID: 1}
+			p := openFlipPod(t, c, k, 5)
+			// The old SoT takes the first reserve and keeps it past the
+			// fence's bound (4 x shadow.timeout + 500ms).
+			entered, open := c.old(p).hold("reserve", "held")
+			first := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("held", 12, one(1, 1, 1)))
+				first <- answer{res, err}
+			}()
+			<-entered
+			c.flip(p)
+			second := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("held", 12, one(1, 2, 1)))
+				second <- answer{res, err}
+			}()
+			waitFor(t, "the fence at the flip running out", func() bool { return p.FenceTimeouts() > 0 })
+			open()
+			if a := <-first; a.err != nil || a.res.Status != tandem.StatusReserved {
+				t.Fatalf("reserve under the old SoT: got %+v, %v, want reserved", a.res, a.err)
+			}
+			if a := <-second; tandem.ErrorCode(a.err) != tandem.ECONFLICT {
+				t.Fatalf("reserve of the held token with another request once the fence ran out: got %+v, %v, want %s",
+					a.res, a.err, tandem.ECONFLICT)
+			}
+			if p.FluxWaits() == 0 {
+				t.Errorf("flux waits: got 0, want the second reserve to have waited for the cart's work of the old SoT")
+			}
+			// The hold the old SoT granted is the one the new SoT sells.
+			res, err := p.Claim(ctx, 12, "held")
+			if err != nil || res.Status != tandem.StatusClaimed || len(res.Lines) != 1 || res.Lines[0].Quantity != 1 {
+				t.Fatalf("claim after the flip: got %+v, %v, want claimed, 1 unit", res, err)
+			}
+			if got := p.onHand(t, k); got != 4 {
+				t.Errorf("ledger on_hand: got %d, want 4", got)
+			}
+			p.mustConverge(t)
+		})
+	}
+}
+
+// A cart that lived and ended under the old SoT while the new SoT never
+// saw it (its shadow copies failed, the store being cut, or were dropped,
+// the in-flight cap being reached) stays ended for the new SoT: after the
+// flip a reserve of its token is a conflict there, never a new hold.
+// Either the cart was converged before the flip (the convergence leaves
+// the ended cart in the new SoT, a tombstone where it never held it), or
+// it is still dirty at the flip and is caught up before the new SoT
+// answers for it (503 while the new SoT cannot be written).
+func TestRouter_EndedTokenStaysEnded(t *testing.T) {
+	ends := []struct {
+		name string
+		do   func(p *pod, token string) (*tandem.Reservation, error)
+	}{
+		{"Released", func(p *pod, token string) (*tandem.Reservation, error) { return p.Release(ctx, 13, token) }},
+		{"Claimed", func(p *pod, token string) (*tandem.Reservation, error) { return p.Claim(ctx, 13, token) }},
+	}
+	faults := []struct {
+		name      string
+		set, heal func(p *pod, c flipCase)
+		// cut: the new SoT cannot be written until healed.
+		cut bool
+	}{
+		{"Cut", func(p *pod, c flipCase) { c.new(p).setCut(true) }, func(p *pod, c flipCase) { c.new(p).setCut(false) }, true},
+		// Every shadow job is dropped, as when max_inflight is reached.
+		{"Dropped", func(p *pod, c flipCase) { p.Router.MaxInflight = -1 }, func(p *pod, c flipCase) { p.Router.MaxInflight = dualwrite.DefaultMaxInflight }, false},
+	}
+	for _, c := range flipCases {
+		for _, end := range ends {
+			for _, fault := range faults {
+				for _, when := range []string{"ConvergedBeforeFlip", "DirtyAtFlip"} {
+					t.Run(c.name+"/"+end.name+"/"+fault.name+"/"+when, func(t *testing.T) {
+						k := tandem.Key{ShopID: 13, ItemID: 1, GroupID: 1}
+						p := openFlipPod(t, c, k, 5)
+						fault.set(p, c)
+						req := cart("ended", 13, one(1, 1, 1))
+						if _, err := p.Reserve(ctx, req); err != nil {
+							t.Fatal(err)
+						}
+						if _, err := end.do(p, "ended"); err != nil {
+							t.Fatal(err)
+						}
+						p.Wait()
+						if when == "ConvergedBeforeFlip" {
+							fault.heal(p, c)
+							p.mustConverge(t)
+							c.flip(p)
+						} else {
+							c.flip(p)
+							if fault.cut {
+								if _, err := p.Reserve(ctx, req); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+									t.Fatalf("reserve of the ended token while the new SoT cannot be caught up: got %v, want %s", err, tandem.EUNAVAILABLE)
+								}
+							}
+							fault.heal(p, c)
+						}
+						for _, r := range []tandem.ReserveRequest{req, cart("ended", 13, one(1, 2, 1))} {
+							res, err := p.Reserve(ctx, r)
+							if tandem.ErrorCode(err) != tandem.ECONFLICT {
+								t.Fatalf("reserve of the ended token after the flip (%d units): got %+v, %v, want %s",
+									r.Lines[0].Quantity, res, err, tandem.ECONFLICT)
+							}
+						}
+						want := int64(5)
+						if end.name == "Claimed" {
+							want = 4
+						}
+						if got := p.onHand(t, k); got != want {
+							t.Errorf("ledger on_hand: got %d, want %d", got, want)
+						}
+						p.mustConverge(t)
+					})
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package mysqlres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// SettleClaim records a cart another store claimed through the ledger:
+// never held here, it becomes a claimed cart (a reserve of its token is a
+// conflict) and the count, the ledger's own, is not lowered again; held
+// here, it is settled without a second deduction; not claimed in the
+// ledger, nothing changes.
+func TestSettleClaim(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpenStore(t)
+	k := key(1, 1)
+	mustSetOnHand(t, s, k, 10)
+	line := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1}
+	sold := func(token string) tandem.Reservation {
+		return tandem.Reservation{ShopID: 1, CartToken: token, Status: tandem.StatusClaimed,
+			ExpiresAt: time.Now().Add(time.Minute), Lines: []tandem.Line{line}}
+	}
+
+	// Not claimed in the ledger: refused, nothing recorded.
+	wantCode(t, s.SettleClaim(ctx, sold("early")), tandem.ECONFLICT)
+	if _, err := s.Get(ctx, 1, "early"); tandem.ErrorCode(err) != tandem.ENOTFOUND {
+		t.Errorf("Get of a cart refused by SettleClaim: got %v, want %s", err, tandem.ENOTFOUND)
+	}
+	if ok, err := s.Ledger().Claimed(ctx, 1, "early"); err != nil || ok {
+		t.Errorf("ledger claim record of a cart refused by SettleClaim: got %t, %v, want none", ok, err)
+	}
+
+	// Claimed elsewhere, never seen here.
+	if _, err := s.Ledger().DeductCart(ctx, 1, "elsewhere", []tandem.Line{line}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := s.SettleClaim(ctx, sold("elsewhere")); err != nil {
+			t.Fatalf("SettleClaim of a cart claimed elsewhere: %v", err)
+		}
+	}
+	if res, err := s.Get(ctx, 1, "elsewhere"); err != nil || res.Status != tandem.StatusClaimed || len(res.Lines) != 1 || res.Lines[0] != line {
+		t.Errorf("Get after SettleClaim: got %+v, %v, want claimed with %+v", res, err, line)
+	}
+	wantCode(t, func() error { _, err := s.Reserve(ctx, reserve1("elsewhere", 1, 2, 1)); return err }(), tandem.ECONFLICT)
+	if got := mustCounters(t, s, k); got.OnHand != 8 || got.Reserved != 0 {
+		t.Errorf("counters: got %+v, want on_hand 8 (deducted once), none held", got)
+	}
+
+	// Claimed elsewhere, and its copy landed here after the claim: the
+	// copy is settled, not deducted again.
+	if _, err := s.Ledger().DeductCart(ctx, 1, "late", []tandem.Line{line}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, reserve1("late", 1, 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleClaim(ctx, sold("late")); err != nil {
+		t.Fatalf("SettleClaim of a cart held here: %v", err)
+	}
+	if res, err := s.Get(ctx, 1, "late"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Errorf("Get after SettleClaim of a hold: got %+v, %v, want claimed", res, err)
+	}
+	if got := mustCounters(t, s, k); got.OnHand != 6 || got.Reserved != 0 {
+		t.Errorf("counters: got %+v, want on_hand 6, none held", got)
+	}
+}

@@ -1,0 +1,106 @@
+package redisres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tandemhq/tandem"
+)
+
+var _ tandem.Ender = (*Store)(nil)
+
+// endSrc records a cart as another store ended it (released or expired): a
+// hold Redis has returns its units to its counters and takes that status,
+// and a cart Redis never saw is written with that status and the given
+// lines, touching no counter (a tombstone: the reserve script answers a
+// conflict for it). A terminal cart is left as it is.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counters of the
+// lines the caller read (none when it read no cart). ARGV[1] token,
+// ARGV[2] the lines the caller read (” when it read no cart), ARGV[3]
+// the status, ARGV[4] the ended lines, ARGV[5] expires_at_ms, ARGV[6]
+// retention_ms.
+//
+// Answers {'ended'}, {'recorded'}, {'stale'} (the cart changed since the
+// caller read it) or {'claimed'}.
+const endSrc = `
+local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
+if not cart[1] then
+  if ARGV[2] ~= '' then
+    return {'stale'}
+  end
+  redis.call('HSET', KEYS[1], 'status', ARGV[3], 'fp', '', 'expires_at_ms', ARGV[5], 'lines', ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  return {'recorded'}
+end
+if cart[2] ~= ARGV[2] then
+  return {'stale'}
+end
+if cart[1] == 'claimed' or cart[1] == 'claiming' then
+  return {'claimed'}
+end
+if cart[1] ~= 'reserved' then
+  return {'ended'}
+end
+local k = 3
+for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], 'available', qty)
+  redis.call('HINCRBY', KEYS[k], 'held', -qty)
+  k = k + 1
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[3])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return {'ended'}
+`
+
+var endScript = redis.NewScript(endSrc)
+
+// End implements tandem.Ender.
+func (s *Store) End(ctx context.Context, ended tandem.Reservation) (err error) {
+	defer s.observe("end", time.Now(), &err)
+	if ended.Status != tandem.StatusReleased && ended.Status != tandem.StatusExpired {
+		return tandem.Errorf(tandem.EINVALID, "cart %s: end takes a released or expired cart, not %q", ended.CartToken, ended.Status)
+	}
+	if err := validateHold(ended); err != nil {
+		return err
+	}
+	shop, token := ended.ShopID, ended.CartToken
+	exp := ended.ExpiresAt.UnixMilli()
+	if ended.ExpiresAt.IsZero() {
+		exp = s.Now().UnixMilli()
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		c, err := s.readCart(ctx, shop, token)
+		if err != nil {
+			return err
+		}
+		var read []tandem.Line
+		encoded := ""
+		if c != nil {
+			if read, err = decodeLines(c.lines); err != nil {
+				return err
+			}
+			encoded = c.lines
+		}
+		out, err := endScript.Run(ctx, s.rdb, s.lineKeys(shop, token, read),
+			token, encoded, string(ended.Status), encodeLines(ended.Lines), strconv.FormatInt(exp, 10), s.Retention.Milliseconds()).StringSlice()
+		if err != nil {
+			return translate("end", err)
+		}
+		switch {
+		case len(out) == 1 && out[0] == "stale":
+			continue
+		case len(out) == 1 && (out[0] == "ended" || out[0] == "recorded"):
+			return nil
+		case len(out) == 1 && out[0] == "claimed":
+			return tandem.Errorf(tandem.ECONFLICT, "cart %s is claimed and cannot be ended", token)
+		}
+		return fmt.Errorf("redisres: unexpected end answer %q", out)
+	}
+	return tandem.Errorf(tandem.EUNAVAILABLE, "cart %s kept changing while being ended", token)
+}
