@@ -31,42 +31,51 @@ type snapshot struct {
 const snapshotBatch = 64
 
 // snapshots reads every given shop's positions, counters and active carts,
-// each shop atomically: a first pipeline lists the keys, then one MULTI/EXEC
-// per batch reads the lists again with every value; a shop whose lists
-// changed in between is read again.
+// each shop as one atomic read sees it, with no round trip that carries
+// every cart of a shop of tens of thousands of holds.
+//
+// A cart's lines do not change while it is in its shop's expiry set: the
+// reserve script writes them with the ZADD, and the scripts that end a
+// cart take it out of the set in the same step (only a rebuild rewrites a
+// held cart). So the carts are read first, listBatch per round trip; one
+// MULTI/EXEC per batch of shops then reads each shop's positions, the
+// members of its expiry set and its counters; the carts that joined the
+// set in between are read last. The sums of a shop are those of the carts
+// in its set at the MULTI. A shop whose positions changed between the
+// pipeline that names its counters and the MULTI is read again.
 func (s *Store) snapshots(ctx context.Context, shops []int64) ([]*snapshot, error) {
+	listed, err := s.activeCarts(ctx, shops)
+	if err != nil {
+		return nil, err
+	}
+	read, err := s.readCarts(ctx, listed)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[shopCart]*cart, len(listed))
+	for i, sc := range listed {
+		known[sc] = read[i]
+	}
+	size := 1
+	if _, single := s.rdb.(*redis.Client); single {
+		size = snapshotBatch
+	}
 	done := make(map[int64]*snapshot, len(shops))
 	pending := shops
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt == maxWatchAttempts {
 			return nil, tandem.Errorf(tandem.EUNAVAILABLE, "%d shops kept changing while being read; try again", len(pending))
 		}
-		members := make([]*redis.StringSliceCmd, len(pending))
-		tokens := make([]*redis.StringSliceCmd, len(pending))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, shop := range pending {
-				members[i] = p.SMembers(ctx, s.positionsKey(shop))
-				tokens[i] = p.ZRange(ctx, s.expiryKey(shop), 0, -1)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, translate("read shops", err)
-		}
-		size := 1
-		if _, single := s.rdb.(*redis.Client); single {
-			size = snapshotBatch
-		}
 		var retry []int64
 		for lo := 0; lo < len(pending); lo += size {
-			hi := min(lo+size, len(pending))
-			snaps, err := s.readSnapshots(ctx, pending[lo:hi], members[lo:hi], tokens[lo:hi])
+			batch := pending[lo:min(lo+size, len(pending))]
+			snaps, err := s.readSnapshots(ctx, batch, known)
 			if err != nil {
 				return nil, err
 			}
 			for i, snap := range snaps {
 				if snap == nil {
-					retry = append(retry, pending[lo+i])
+					retry = append(retry, batch[i])
 				} else {
 					done[snap.shopID] = snap
 				}
@@ -78,16 +87,28 @@ func (s *Store) snapshots(ctx context.Context, shops []int64) ([]*snapshot, erro
 	for i, shop := range shops {
 		out[i] = done[shop]
 	}
-	return out, nil
+	return out, s.readJoined(ctx, out, known)
 }
 
-// readSnapshots reads the shops in one MULTI/EXEC given the lists the first
-// pipeline saw; a nil snapshot means that shop's lists changed meanwhile.
-func (s *Store) readSnapshots(ctx context.Context, shops []int64, members, tokens []*redis.StringSliceCmd) ([]*snapshot, error) {
+// readSnapshots reads the shops' positions, then in one MULTI/EXEC their
+// positions again, the members of their expiry sets and their counters; a
+// nil snapshot means that shop's positions changed meanwhile. The carts
+// are taken from known where it has them.
+func (s *Store) readSnapshots(ctx context.Context, shops []int64, known map[shopCart]*cart) ([]*snapshot, error) {
+	members := make([]*redis.StringSliceCmd, len(shops))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, shop := range shops {
+			members[i] = p.SMembers(ctx, s.positionsKey(shop))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate("read shops", err)
+	}
 	type reads struct {
-		keys               []tandem.Key
-		members, tokens    *redis.StringSliceCmd
-		counterCmds, carts []*redis.SliceCmd
+		keys            []tandem.Key
+		members, tokens *redis.StringSliceCmd
+		counterCmds     []*redis.SliceCmd
 	}
 	all := make([]reads, len(shops))
 	for i, shop := range shops {
@@ -99,16 +120,13 @@ func (s *Store) readSnapshots(ctx context.Context, shops []int64, members, token
 			all[i].keys = append(all[i].keys, k)
 		}
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, shop := range shops {
 			r := &all[i]
 			r.members = p.SMembers(ctx, s.positionsKey(shop))
 			r.tokens = p.ZRange(ctx, s.expiryKey(shop), 0, -1)
 			for _, k := range r.keys {
 				r.counterCmds = append(r.counterCmds, p.HMGet(ctx, s.counterKey(k), "available", "held", "on_hand"))
-			}
-			for _, t := range tokens[i].Val() {
-				r.carts = append(r.carts, p.HMGet(ctx, s.cartKey(shop, t), "status", "fp", "expires_at_ms", "lines"))
 			}
 		}
 		return nil
@@ -119,11 +137,11 @@ func (s *Store) readSnapshots(ctx context.Context, shops []int64, members, token
 	out := make([]*snapshot, len(shops))
 	for i, shop := range shops {
 		r := all[i]
-		if !sameSet(r.members.Val(), members[i].Val()) || !sameSet(r.tokens.Val(), tokens[i].Val()) {
+		if !sameSet(r.members.Val(), members[i].Val()) {
 			continue
 		}
 		snap := &snapshot{shopID: shop, counters: make(map[tandem.Key]counter, len(r.keys)),
-			tokens: tokens[i].Val(), carts: make(map[string]*cart, len(r.carts))}
+			tokens: r.tokens.Val(), carts: make(map[string]*cart, len(r.tokens.Val()))}
 		for j, k := range r.keys {
 			c, err := parseCounter(r.counterCmds[j].Val())
 			if err != nil {
@@ -131,18 +149,65 @@ func (s *Store) readSnapshots(ctx context.Context, shops []int64, members, token
 			}
 			snap.counters[k] = c
 		}
-		for j, t := range snap.tokens {
-			v := r.carts[j].Val()
-			if v[0] == nil {
-				snap.carts[t] = nil
-				continue
+		for _, t := range snap.tokens {
+			if c, ok := known[shopCart{shop, t}]; ok {
+				snap.carts[t] = c
 			}
-			str := func(x any) string { s, _ := x.(string); return s }
-			snap.carts[t] = &cart{status: str(v[0]), fp: str(v[1]), expiresMs: str(v[2]), lines: str(v[3])}
 		}
 		out[i] = snap
 	}
 	return out, nil
+}
+
+// readJoined reads again the carts of the snapshots' expiry sets that
+// known does not have as active (they joined after the carts were read,
+// or a rebuild gave an ended token a new hold), listBatch per round trip.
+// Such a cart that has ended since the MULTI and left its set held its
+// lines at the MULTI: it counts as reserved. One still in its set with no
+// hash, or ended, is what it is: a broken invariant.
+func (s *Store) readJoined(ctx context.Context, snaps []*snapshot, known map[shopCart]*cart) error {
+	var late []shopCart
+	for _, snap := range snaps {
+		for _, t := range snap.tokens {
+			if c := known[shopCart{snap.shopID, t}]; c == nil || c.status != statusReserved && c.status != statusClaiming {
+				late = append(late, shopCart{snap.shopID, t})
+			}
+		}
+	}
+	for lo := 0; lo < len(late); lo += listBatch {
+		batch := late[lo:min(lo+listBatch, len(late))]
+		carts := make([]*redis.SliceCmd, len(batch))
+		scores := make([]*redis.FloatCmd, len(batch))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, sc := range batch {
+				carts[i] = p.HMGet(ctx, s.cartKey(sc.shop, sc.token), cartFields...)
+				scores[i] = p.ZScore(ctx, s.expiryKey(sc.shop), sc.token)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) { // Nil: a cart no longer in its set
+			return translate("read shops", err)
+		}
+		for i, sc := range batch {
+			if err := carts[i].Err(); err != nil {
+				return translate("read shops", err)
+			}
+			if err := scores[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return translate("read shops", err)
+			}
+			c := parseCart(carts[i].Val())
+			if c != nil && c.status != statusReserved && c.status != statusClaiming && errors.Is(scores[i].Err(), redis.Nil) {
+				c.status = statusReserved
+			}
+			known[sc] = c
+		}
+	}
+	for _, snap := range snaps {
+		for _, t := range snap.tokens {
+			snap.carts[t] = known[shopCart{snap.shopID, t}]
+		}
+	}
+	return nil
 }
 
 func sameSet(a, b []string) bool {
@@ -274,9 +339,10 @@ func (snap *snapshot) violations() []tandem.Violation {
 	return out
 }
 
-// listBatch bounds the commands of one round trip of ActiveHolds: a shop
-// with tens of thousands of holds is listed in many short round trips, not
-// one reply that holds Redis and outlasts the client's read timeout.
+// listBatch bounds the commands of one round trip of ActiveHolds and of
+// the cart reads of CheckInvariants: a shop with tens of thousands of
+// holds is read in many short round trips, not one reply that holds Redis
+// and outlasts the client's read timeout.
 const listBatch = 500
 
 // ActiveHolds implements tandem.Resyncer: every reserved cart, including
@@ -304,62 +370,42 @@ func (s *Store) ShopHolds(ctx context.Context, shops []int64) (res []tandem.Rese
 }
 
 func (s *Store) shopHolds(ctx context.Context, shops []int64) (res []tandem.Reservation, err error) {
-	tokens, err := s.scanExpirySets(ctx, shops)
+	listed, err := s.activeCarts(ctx, shops)
 	if err != nil {
 		return nil, err
 	}
-	type hold struct {
-		shop  int64
-		token string
+	carts, err := s.readCarts(ctx, listed)
+	if err != nil {
+		return nil, err
 	}
-	var all []hold
-	for _, shop := range shops {
-		ts := tokens[shop]
-		sort.Strings(ts)
-		for i, t := range ts {
-			if i == 0 || t != ts[i-1] { // ZSCAN may name a member twice
-				all = append(all, hold{shop, t})
-			}
+	for i, sc := range listed {
+		c := carts[i]
+		if c == nil || c.status != statusReserved && c.status != statusClaiming {
+			continue // ended since the scan, or no cart (CheckInvariants reports it)
 		}
-	}
-	for lo := 0; lo < len(all); lo += listBatch {
-		batch := all[lo:min(lo+listBatch, len(all))]
-		cmds := make([]*redis.SliceCmd, len(batch))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, h := range batch {
-				cmds[i] = p.HMGet(ctx, s.cartKey(h.shop, h.token), "status", "expires_at_ms", "lines")
-			}
-			return nil
-		})
+		r, err := reservation(sc.shop, sc.token, statusReserved, c.expiresMs, c.lines)
 		if err != nil {
-			return nil, translate("list holds", err)
+			return nil, err
 		}
-		for i, h := range batch {
-			v := cmds[i].Val()
-			status, _ := v[0].(string)
-			if status != statusReserved && status != statusClaiming {
-				continue // ended since the scan, or no cart (CheckInvariants reports it)
-			}
-			expires, _ := v[1].(string)
-			lines, _ := v[2].(string)
-			r, err := reservation(h.shop, h.token, statusReserved, expires, lines)
-			if err != nil {
-				return nil, err
-			}
-			res = append(res, *r)
-		}
+		res = append(res, *r)
 	}
 	return res, nil
 }
 
-// scanExpirySets returns the members of every shop's expiry set, scanned
-// with ZSCAN, listBatch shops per round trip.
-func (s *Store) scanExpirySets(ctx context.Context, shops []int64) (map[int64][]string, error) {
+// shopCart names a cart of a shop.
+type shopCart struct {
+	shop  int64
+	token string
+}
+
+// activeCarts returns the members of every shop's expiry set, scanned with
+// ZSCAN, listBatch shops per round trip, ordered by shop and token.
+func (s *Store) activeCarts(ctx context.Context, shops []int64) ([]shopCart, error) {
 	type scan struct {
 		shop   int64
 		cursor uint64
 	}
-	out := make(map[int64][]string, len(shops))
+	tokens := make(map[int64][]string, len(shops))
 	pending := make([]scan, len(shops))
 	for i, shop := range shops {
 		pending[i] = scan{shop: shop}
@@ -380,7 +426,7 @@ func (s *Store) scanExpirySets(ctx context.Context, shops []int64) (map[int64][]
 		for i, sc := range round {
 			pairs, cursor := cmds[i].Val()
 			for j := 0; j+1 < len(pairs); j += 2 { // member, score
-				out[sc.shop] = append(out[sc.shop], pairs[j])
+				tokens[sc.shop] = append(tokens[sc.shop], pairs[j])
 			}
 			if cursor != 0 {
 				next = append(next, scan{sc.shop, cursor})
@@ -388,183 +434,50 @@ func (s *Store) scanExpirySets(ctx context.Context, shops []int64) (map[int64][]
 		}
 		pending = append(next, pending[len(round):]...)
 	}
+	var out []shopCart
+	for _, shop := range shops {
+		ts := tokens[shop]
+		sort.Strings(ts)
+		for i, t := range ts {
+			if i == 0 || t != ts[i-1] { // ZSCAN may name a member twice
+				out = append(out, shopCart{shop, t})
+			}
+		}
+	}
 	return out, nil
 }
 
-func validateHold(h tandem.Reservation) error {
-	if err := validateCart(h.ShopID, h.CartToken); err != nil {
-		return err
-	}
-	if len(h.Lines) == 0 {
-		return tandem.Errorf(tandem.EINVALID, "hold %d/%s has no lines", h.ShopID, h.CartToken)
-	}
-	for _, l := range h.Lines {
-		if err := validateKey(l.Key(h.ShopID)); err != nil {
-			return err
-		}
-		if l.Quantity <= 0 {
-			return tandem.Errorf(tandem.EINVALID, "hold %d/%s has a line of quantity %d", h.ShopID, h.CartToken, l.Quantity)
-		}
-	}
-	return nil
-}
+// cartFields are the fields of a cart hash, in the order parseCart reads.
+var cartFields = []string{"status", "fp", "expires_at_ms", "lines"}
 
-// Rebuild implements tandem.Resyncer: per shop, in one MULTI/EXEC, every
-// position of the ledger (and every position a given hold draws from)
-// gets on_hand from the ledger and available = on_hand - the given holds
-// on it; the given holds become the shop's active carts. Carts that were
-// active and are not among the given holds are marked claimed when the
-// ledger recorded their claim, else expired (their units are in no
-// counter any more either way); terminal carts are kept. Positions
-// Redis knew that are neither in the ledger nor held are removed (zero
-// available). Holds written here carry no request fingerprint: a retried
-// reserve matches them by items and quantities.
-func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (n int, err error) {
-	defer s.observe("rebuild", time.Now(), &err)
-	for _, h := range holds {
-		if err := validateHold(h); err != nil {
-			return 0, err
-		}
-	}
-	ledger, err := s.ledger.ListOnHand(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
-	}
-	type shopPlan struct {
-		onHand map[tandem.Key]int64
-		held   map[tandem.Key]int64
-		holds  []tandem.Reservation
-	}
-	plans := map[int64]*shopPlan{}
-	plan := func(shop int64) *shopPlan {
-		p := plans[shop]
-		if p == nil {
-			p = &shopPlan{onHand: map[tandem.Key]int64{}, held: map[tandem.Key]int64{}}
-			plans[shop] = p
-		}
-		return p
-	}
-	for k, v := range ledger {
-		plan(k.ShopID).onHand[k] = v
-	}
-	for _, h := range holds {
-		p := plan(h.ShopID)
-		p.holds = append(p.holds, h)
-		for _, l := range h.Lines {
-			k := l.Key(h.ShopID)
-			p.held[k] += l.Quantity
-			if _, ok := p.onHand[k]; !ok {
-				p.onHand[k] = 0
-			}
-		}
-	}
-	existing, err := s.shops(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, shop := range existing {
-		plan(shop)
-	}
-	shops := make([]int64, 0, len(plans))
-	for shop := range plans {
-		shops = append(shops, shop)
-	}
-	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
-
-	for _, shop := range shops {
-		p := plans[shop]
-		if len(p.onHand) > 0 {
-			if err := s.rdb.SAdd(ctx, s.shopsKey(), shop).Err(); err != nil {
-				return n, translate("rebuild", err)
-			}
-		}
-		if err := s.rebuildShop(ctx, shop, p.onHand, p.held, p.holds); err != nil {
-			return n, err
-		}
-		n += len(p.onHand)
-		if len(p.onHand) == 0 {
-			if err := s.rdb.SRem(ctx, s.shopsKey(), shop).Err(); err != nil {
-				return n, translate("rebuild", err)
-			}
-		}
-	}
-	return n, nil
-}
-
-func (s *Store) rebuildShop(ctx context.Context, shop int64, onHand, held map[tandem.Key]int64, holds []tandem.Reservation) error {
-	posKey, expKey := s.positionsKey(shop), s.expiryKey(shop)
-	given := make(map[string]bool, len(holds))
-	for _, h := range holds {
-		given[h.CartToken] = true
-	}
-	write := func(tx *redis.Tx) error {
-		oldMembers, err := tx.SMembers(ctx, posKey).Result()
-		if err != nil {
-			return err
-		}
-		oldTokens, err := tx.ZRange(ctx, expKey, 0, -1).Result()
-		if err != nil {
-			return err
-		}
-		// An active cart that is not among the given holds ended while
-		// Redis was not written: sold when the ledger has its claim, else
-		// gone. Either way its units are counted from the ledger below.
-		ended := make(map[string]string, len(oldTokens))
-		for _, t := range oldTokens {
-			if given[t] {
-				continue
-			}
-			claimed, err := s.ledger.Claimed(ctx, shop, t)
-			if err != nil {
-				return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
-			}
-			ended[t] = statusExpired
-			if claimed {
-				ended[t] = statusClaimed
-			}
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			for _, m := range oldMembers {
-				k, err := parsePositionMember(shop, m)
-				if err != nil {
-					return err
-				}
-				if _, ok := onHand[k]; !ok {
-					p.Del(ctx, s.counterKey(k))
-				}
-			}
-			p.Del(ctx, posKey, expKey)
-			for t, status := range ended {
-				ck := s.cartKey(shop, t)
-				p.HSet(ctx, ck, "status", status)
-				p.PExpire(ctx, ck, s.Retention)
-			}
-			for k, v := range onHand {
-				h := held[k]
-				p.HSet(ctx, s.counterKey(k), "on_hand", v, "available", v-h, "held", h)
-				p.SAdd(ctx, posKey, positionMember(k))
-			}
-			for _, h := range holds {
-				ck := s.cartKey(shop, h.CartToken)
-				exp := h.ExpiresAt.UnixMilli()
-				p.Del(ctx, ck)
-				p.HSet(ctx, ck, "status", statusReserved, "fp", "shape:"+linesShape(h.Lines),
-					"expires_at_ms", exp, "lines", encodeLines(h.Lines))
-				p.ZAdd(ctx, expKey, redis.Z{Score: float64(exp), Member: h.CartToken})
+// readCarts reads the carts, listBatch per round trip; nil for a cart
+// Redis does not know.
+func (s *Store) readCarts(ctx context.Context, carts []shopCart) ([]*cart, error) {
+	out := make([]*cart, len(carts))
+	for lo := 0; lo < len(carts); lo += listBatch {
+		batch := carts[lo:min(lo+listBatch, len(carts))]
+		cmds := make([]*redis.SliceCmd, len(batch))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, sc := range batch {
+				cmds[i] = p.HMGet(ctx, s.cartKey(sc.shop, sc.token), cartFields...)
 			}
 			return nil
 		})
-		return err
-	}
-	for attempt := 0; attempt < maxWatchAttempts; attempt++ {
-		err := s.rdb.Watch(ctx, write, posKey, expKey)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
-		}
 		if err != nil {
-			return translate("rebuild", err)
+			return nil, translate("read carts", err)
 		}
+		for i := range batch {
+			out[lo+i] = parseCart(cmds[i].Val())
+		}
+	}
+	return out, nil
+}
+
+// parseCart reads an HMGET of cartFields; nil when the cart has no hash.
+func parseCart(v []any) *cart {
+	if len(v) < len(cartFields) || v[0] == nil {
 		return nil
 	}
-	return tandem.Errorf(tandem.EUNAVAILABLE, "shop %d kept changing while being rebuilt; try again", shop)
+	str := func(x any) string { s, _ := x.(string); return s }
+	return &cart{status: str(v[0]), fp: str(v[1]), expiresMs: str(v[2]), lines: str(v[3])}
 }

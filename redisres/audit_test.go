@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/memres"
+	"github.com/tandemhq/tandem/internal/testenv"
 	"github.com/tandemhq/tandem/redisres"
 )
 
@@ -263,12 +265,108 @@ func TestStore_ActiveHoldsInBatches(t *testing.T) {
 		}
 	}
 	if hook.maxRound > 500 {
-		t.Errorf("got a round trip of %d commands, want at most 500", hook.maxRound)
+		t.Errorf("ActiveHolds: got a round trip of %d commands, want at most 500", hook.maxRound)
 	}
 	for _, name := range []string{"keys", "zrange", "multi"} {
 		if hook.names[name] {
-			t.Errorf("got a %s command, want none (the listing scans: ZSCAN, pipelined HMGET)", strings.ToUpper(name))
+			t.Errorf("ActiveHolds: got a %s command, want none (the listing scans: ZSCAN, pipelined HMGET)", strings.ToUpper(name))
 		}
 	}
+
+	// The invariant check reads each shop atomically, but not its carts
+	// in the same round trip.
+	hook.maxRound = 0
+	e.WantClean(t)
+	if hook.maxRound > 500 {
+		t.Errorf("CheckInvariants: got a round trip of %d commands, want at most 500", hook.maxRound)
+	}
+}
+
+// TestStore_CheckInvariantsBrokenCarts checks what the check finds in a
+// shop's expiry set: a cart with no hash, and an ended cart.
+func TestStore_CheckInvariantsBrokenCarts(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		breakIt    func(e *env) error
+	}{
+		{"NoHash", "cart in the expiry set has no cart hash", func(e *env) error {
+			return e.RDB.Del(ctx, e.Prefix+"{1}:cart:c-1").Err()
+		}},
+		{"Ended", "cart in the expiry set is released", func(e *env) error {
+			return e.RDB.HSet(ctx, e.Prefix+"{1}:cart:c-1", "status", "released").Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := MustOpenStore(t)
+			e.MustStock(t, key(1, 100, 1), 10)
+			e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
+			e.MustReserve(t, cartReq("c-2", line(100, 1, 1)))
+			if err := tc.breakIt(e); err != nil {
+				t.Fatal(err)
+			}
+			vs, err := e.CheckInvariants(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vs {
+				if v.CartToken == "c-1" && v.Message == tc.want {
+					return
+				}
+			}
+			t.Fatalf("got %+v, want c-1: %s", vs, tc.want)
+		})
+	}
+}
+
+// The check reads the carts before the MULTI that reads the counters: with
+// reserves and releases running on one hot position meanwhile, it must
+// find nothing broken (no false violation).
+func TestStore_CheckInvariantsUnderTraffic(t *testing.T) {
+	rdb, prefix := testenv.MustRedis(t)
+	e := MustOpenStoreOn(t, rdb, prefix, memres.NewLedger(), newClock())
+	hot := key(1, 100, 1)
+	e.MustStock(t, hot, 1_000_000)
+	for i := range 2000 {
+		e.MustReserve(t, cartReq(fmt.Sprintf("old-%d", i), line(100, 1, 1)))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				token := fmt.Sprintf("w%d-%d", w, i)
+				if _, err := e.Reserve(ctx, cartReq(token, line(100, 1+int64(i%3), 1))); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%2 == 0 {
+					if _, err := e.Release(ctx, 1, token); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for range 20 {
+		vs, err := e.CheckInvariants(ctx)
+		if err != nil {
+			t.Error(err)
+			break
+		}
+		if len(vs) != 0 {
+			t.Errorf("got violations %+v under traffic, want none", vs)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
 	e.WantClean(t)
 }

@@ -104,6 +104,30 @@ func TestReport(t *testing.T) {
 	})
 }
 
+// A --rate-of-mysql run whose capacity cell tripped the automatic abort
+// (part of it served by Redis) says its rate is over-estimated.
+func TestReportCapacityCellKilled(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "http-half.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run's first cell is mysql mode's capacity.
+	killed := strings.Replace(string(data), `"kill_switch": false`, `"kill_switch": true`, 1)
+	r, err := bench.ParseRun("http-half-killed.json", []byte(killed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := bench.Report([]bench.ReportRun{r})
+	row := figureRow(t, report, "shadow mode at 0.50 x mysql mode's capacity (248 of 497 ops/s, open loop): dropped / timed-out shadow operations")
+	if !strings.Contains(row, "kill switch engaged, so its capacity is over-estimated") {
+		t.Errorf("got row %q, want it to say the capacity is over-estimated", row)
+	}
+	row = figureRow(t, bench.Report(mustRuns(t, "http-half.json")), "shadow mode at 0.50 x mysql mode's capacity (248 of 497 ops/s, open loop): dropped / timed-out shadow operations")
+	if strings.Contains(row, "over-estimated") {
+		t.Errorf("got row %q for a run without the kill switch, want no note", row)
+	}
+}
+
 func TestParseRunRefusesOtherJSON(t *testing.T) {
 	for _, tc := range []struct{ name, data string }{
 		{"NotJSON", "bench: mysql C=1 for 1s..."},

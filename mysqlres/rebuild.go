@@ -1,0 +1,436 @@
+package mysqlres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tandemhq/tandem"
+)
+
+// Statements of Rebuild.
+const (
+	rebuildLockSQL        = "/* conn_tag='rebuild' */ SELECT shop_id, inventory_item_id, inventory_group_id FROM ledger WHERE %s ORDER BY shop_id, inventory_item_id, inventory_group_id FOR UPDATE"
+	rebuildDropLinesSQL   = "/* conn_tag='rebuild' */ DELETE l FROM reservation_lines l JOIN reservations r ON r.shop_id = l.shop_id AND r.cart_token = l.cart_token WHERE r.status = 'reserved' AND %s"
+	rebuildDropActiveSQL  = "/* conn_tag='rebuild' */ DELETE FROM reservations WHERE status = 'reserved' AND %s"
+	rebuildDropCartLines  = "/* conn_tag='rebuild' */ DELETE FROM reservation_lines WHERE shop_id = ? AND cart_token IN (%s)"
+	rebuildDropCartsSQL   = "/* conn_tag='rebuild' */ DELETE FROM reservations WHERE shop_id = ? AND cart_token IN (%s)"
+	rebuildDropPoolSQL    = "/* conn_tag='rebuild' */ DELETE FROM unit_pool WHERE %s"
+	rebuildResetSQL       = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = on_hand, updated_at = ? WHERE %s"
+	rebuildHoldSQL        = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = unpooled - ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
+	rebuildNewPositionSQL = "/* conn_tag='rebuild' */ INSERT INTO ledger (shop_id, inventory_item_id, inventory_group_id, on_hand, unpooled, next_unit_id, updated_at) VALUES (?, ?, ?, 0, ?, 1, ?)"
+	rebuildHeadersSQL     = "/* conn_tag='rebuild' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES "
+	rebuildHeaderValues   = "(?, ?, 'reserved', '', ?, ?, ?)"
+	rebuildLinesSQL       = "/* conn_tag='rebuild' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
+	rebuildPositionsSQL   = "/* conn_tag='rebuild' */ SELECT shop_id, inventory_item_id, inventory_group_id FROM ledger WHERE unpooled > 0 AND %s"
+)
+
+// Rebuild implements tandem.Resyncer for the whole database (the pod): in
+// one transaction, with every ledger row locked, it drops the pools and the
+// active reservations, gives every position unpooled = on_hand - the given
+// holds, and inserts the holds as active reservations (with their lines and
+// expiry; a hold whose token this store knew replaces it). Terminal
+// reservations and claims stay. The pools are then refilled, one short
+// transaction per position. It returns how many positions it rewrote.
+//
+// Backfilled holds carry no request fingerprint: a retried reserve matches
+// them by items, quantities and groups.
+func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
+	return s.rebuild(ctx, nil, holds, true)
+}
+
+var _ tandem.ShopRebuilder = (*Store)(nil)
+
+// RebuildShops implements tandem.ShopRebuilder: Rebuild limited to the
+// given shops (their ledger rows alone are locked, for one short
+// transaction), as the online backfill copies a pod shop batch by shop
+// batch while buyers are served. The pools are left to the replenisher
+// (signalled) and to the reserves' slow path, so the copy stays short.
+func (s *Store) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {
+	if len(shops) == 0 {
+		return 0, nil
+	}
+	byShop := map[int64][]tandem.Reservation{}
+	for _, h := range holds {
+		if !slices.Contains(shops, h.ShopID) {
+			return 0, tandem.Errorf(tandem.EINVALID, "hold %d/%s is of a shop not rebuilt", h.ShopID, h.CartToken)
+		}
+		if err := validateHold(h); err != nil {
+			return 0, err
+		}
+		byShop[h.ShopID] = append(byShop[h.ShopID], h)
+	}
+	now := s.Now().UTC()
+	positions := 0
+	err := s.withTx(ctx, tagRebuild, func(tx *sql.Tx) error {
+		positions = 0
+		for _, shop := range shops {
+			n, err := s.rebuildShop(ctx, tx, shop, byShop[shop], now)
+			if err != nil {
+				return err
+			}
+			positions += n
+		}
+		return nil
+	})
+	return positions, err
+}
+
+// Statements of RebuildShops, each on one shop (a primary-key range).
+const (
+	lockShopSQL = "/* conn_tag='rebuild' */ SELECT inventory_item_id, inventory_group_id, on_hand FROM ledger WHERE shop_id = ? ORDER BY inventory_item_id, inventory_group_id FOR UPDATE"
+	// dropShopActiveSQL drops headers and lines in one statement: a
+	// reserve committing between two would leave held lines without a
+	// header.
+	dropShopActiveSQL = "/* conn_tag='rebuild' */ DELETE r, l FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' AND r.shop_id = ?"
+	// stockSQL reads a position's pool rows and held units in one
+	// statement, so from one view: a reserve committing around it moves
+	// units from one to the other and is counted once either way.
+	stockSQL       = "/* conn_tag='rebuild' */ SELECT (SELECT COUNT(*) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
+	trimPoolSQL    = "/* conn_tag='rebuild' */ DELETE FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? ORDER BY id LIMIT ?"
+	setUnpooledSQL = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = ?, updated_at = ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
+)
+
+// testHookRebuildDropped, when set (by tests), runs in rebuildShop once
+// the shop's active reservations are dropped.
+var testHookRebuildDropped func(shop int64)
+
+// rebuildShop rewrites one shop in tx: its active reservations become
+// holds, and each position keeps as many of its pool rows as it can sell,
+// the rest of on_hand unpooled. Only the excess rows are deleted, the
+// lowest ids: MariaDB's SKIP LOCKED scan skips locked records before it
+// checks the end of its range, so a run of locked rows at the top of a
+// pool sends concurrent reserves on into other positions' rows, each
+// skipping what the others lock (an avalanche of lock structs seen to
+// exhaust the buffer pool); locked rows at the bottom end the scan inside
+// the range.
+//
+// The pool rows are not locked, so a fast reserve (it takes pool rows
+// and never the ledger row) may commit while the shop is rewritten: its
+// hold survives the drop when it commits after it. unpooled is therefore
+// computed from what the position holds once the holds are written, pool
+// rows and held units read in one statement, not from the holds given: a
+// surviving hold's units are then counted once, as held, and never again
+// as unpooled (units that do not exist, sold by the next reserves).
+func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds []tandem.Reservation, now time.Time) (int, error) {
+	onHand := map[tandem.Key]int64{}
+	rows, err := tx.QueryContext(ctx, lockShopSQL, shop)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+	}
+	for rows.Next() {
+		k := tandem.Key{ShopID: shop}
+		var v int64
+		if err := rows.Scan(&k.ItemID, &k.GroupID, &v); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+		}
+		onHand[k] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+	}
+	if _, err := tx.ExecContext(ctx, dropShopActiveSQL, shop); err != nil {
+		return 0, fmt.Errorf("rebuild shop %d: %w", shop, err)
+	}
+	if testHookRebuildDropped != nil {
+		testHookRebuildDropped(shop)
+	}
+	held := map[tandem.Key]int64{}
+	for _, h := range holds {
+		for k, q := range lineQuantities(h.ShopID, h.Lines) {
+			held[k] += q
+		}
+	}
+	for k, q := range held {
+		if _, ok := onHand[k]; !ok {
+			if _, err := tx.ExecContext(ctx, rebuildNewPositionSQL, k.ShopID, k.ItemID, k.GroupID, -q, now); err != nil {
+				return 0, fmt.Errorf("rebuild %s: %w", k, err)
+			}
+		}
+	}
+	for start := 0; start < len(holds); {
+		end, lines := start, 0
+		for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
+			lines += len(holds[end].Lines)
+			end++
+		}
+		if err := insertHolds(ctx, tx, holds[start:end], now); err != nil {
+			return 0, err
+		}
+		start = end
+	}
+	for _, k := range sortKeys(mapKeys(onHand)) {
+		var pool, inHolds int64
+		if err := tx.QueryRowContext(ctx, stockSQL, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID).Scan(&pool, &inHolds); err != nil {
+			return 0, fmt.Errorf("rebuild %s: count stock: %w", k, err)
+		}
+		unpooled := onHand[k] - inHolds - pool
+		if unpooled < 0 {
+			res, err := tx.ExecContext(ctx, trimPoolSQL, k.ShopID, k.ItemID, k.GroupID, min(-unpooled, pool))
+			if err != nil {
+				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+			}
+			// Rows a reserve took meanwhile are gone already; those deleted
+			// here are what comes back.
+			n, err := res.RowsAffected()
+			if err != nil {
+				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+			}
+			unpooled += n
+		}
+		if _, err := tx.ExecContext(ctx, setUnpooledSQL, unpooled, now, k.ShopID, k.ItemID, k.GroupID); err != nil {
+			return 0, fmt.Errorf("rebuild %s: %w", k, err)
+		}
+		if unpooled > 0 {
+			s.repl.signal(k)
+		}
+	}
+	return len(onHand) + len(held) - countKnown(held, onHand), nil
+}
+
+func countKnown(held, onHand map[tandem.Key]int64) int {
+	n := 0
+	for k := range held {
+		if _, ok := onHand[k]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// validateHold checks a hold given to a rebuild.
+func validateHold(h tandem.Reservation) error {
+	if err := tandem.ValidateCartToken(h.CartToken); err != nil {
+		return err
+	}
+	if h.ShopID <= 0 || len(h.Lines) == 0 {
+		return tandem.Errorf(tandem.EINVALID, "hold %s needs a shop and lines", h.CartToken)
+	}
+	for _, l := range h.Lines {
+		if l.ItemID <= 0 || l.GroupID <= 0 || l.Quantity <= 0 {
+			return tandem.Errorf(tandem.EINVALID, "hold %s has a line without item, group or quantity", h.CartToken)
+		}
+	}
+	return nil
+}
+
+// shopFilter returns one condition on shop_id per shop (one that takes
+// every shop for nil), each with its arguments: one statement per shop
+// equality keeps every statement a range of the primary key whatever the
+// optimizer's statistics say (a full scan of unit_pool would lock rows of
+// every position, and SKIP LOCKED readers would scan through them).
+func shopFilter(alias string, shops []int64) (conds []string, args [][]any) {
+	if shops == nil {
+		return []string{"1 = 1"}, [][]any{nil}
+	}
+	for _, sh := range shops {
+		conds = append(conds, alias+"shop_id = ?")
+		args = append(args, []any{sh})
+	}
+	return conds, args
+}
+
+func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reservation, refill bool) (int, error) {
+	filter, fargs := shopFilter("", shops)
+	for i, h := range holds {
+		if err := tandem.ValidateCartToken(h.CartToken); err != nil {
+			return 0, err
+		}
+		if h.ShopID <= 0 || len(h.Lines) == 0 {
+			return 0, tandem.Errorf(tandem.EINVALID, "holds[%d] needs a shop and lines", i)
+		}
+		for _, l := range h.Lines {
+			if l.ItemID <= 0 || l.GroupID <= 0 || l.Quantity <= 0 {
+				return 0, tandem.Errorf(tandem.EINVALID, "holds[%d] has a line without item, group or quantity", i)
+			}
+		}
+	}
+	now := s.Now().UTC()
+	held := map[tandem.Key]int64{}
+	for _, h := range holds {
+		for k, q := range lineQuantities(h.ShopID, h.Lines) {
+			held[k] += q
+		}
+	}
+	var positions int
+	err := s.withTx(ctx, tagRebuild, func(tx *sql.Tx) error {
+		known := map[tandem.Key]bool{}
+		for i, f := range filter {
+			rows, err := tx.QueryContext(ctx, fmt.Sprintf(rebuildLockSQL, f), fargs[i]...)
+			if err != nil {
+				return fmt.Errorf("lock ledger: %w", err)
+			}
+			for rows.Next() {
+				var k tandem.Key
+				if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID); err != nil {
+					rows.Close()
+					return fmt.Errorf("lock ledger: %w", err)
+				}
+				known[k] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("lock ledger: %w", err)
+			}
+		}
+		rfilter, _ := shopFilter("r.", shops)
+		for i := range filter {
+			for j, stmt := range []string{rebuildDropLinesSQL, rebuildDropActiveSQL, rebuildDropPoolSQL} {
+				f := filter[i]
+				if j == 0 {
+					f = rfilter[i]
+				}
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf(stmt, f), fargs[i]...); err != nil {
+					return fmt.Errorf("rebuild: %w", err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildResetSQL, filter[i]), append([]any{now}, fargs[i]...)...); err != nil {
+				return fmt.Errorf("rebuild: %w", err)
+			}
+		}
+		for _, k := range sortKeys(mapKeys(held)) {
+			var err error
+			if known[k] {
+				_, err = tx.ExecContext(ctx, rebuildHoldSQL, held[k], k.ShopID, k.ItemID, k.GroupID)
+			} else {
+				_, err = tx.ExecContext(ctx, rebuildNewPositionSQL, k.ShopID, k.ItemID, k.GroupID, -held[k], now)
+				known[k] = true
+			}
+			if err != nil {
+				return fmt.Errorf("rebuild %s: %w", k, err)
+			}
+		}
+		for start := 0; start < len(holds); {
+			end, lines := start, 0
+			for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
+				lines += len(holds[end].Lines)
+				end++
+			}
+			if err := insertHolds(ctx, tx, holds[start:end], now); err != nil {
+				return err
+			}
+			start = end
+		}
+		positions = len(known)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if shops == nil {
+		s.repl.forget()
+	}
+	var keys []tandem.Key
+	err = s.withConn(ctx, tagRebuild, func(conn *sql.Conn) error {
+		for i, f := range filter {
+			rows, err := conn.QueryContext(ctx, fmt.Sprintf(rebuildPositionsSQL, f), fargs[i]...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var k tandem.Key
+				if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID); err != nil {
+					rows.Close()
+					return err
+				}
+				keys = append(keys, k)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return positions, err
+	}
+	for _, k := range keys {
+		if !refill {
+			s.repl.signal(k)
+			continue
+		}
+		if _, err := s.replenish(ctx, k); err != nil {
+			return positions, err
+		}
+	}
+	return positions, nil
+}
+
+// A rebuild writes its holds in INSERTs of at most rebuildBatch holds and
+// about rebuildBatchLines lines (well under the 65,535 placeholders of one
+// statement).
+const (
+	rebuildBatch      = 1000
+	rebuildBatchLines = 4000
+)
+
+// insertHolds writes backfilled holds, replacing any reservation of the
+// same carts.
+func insertHolds(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, now time.Time) error {
+	if len(holds) == 0 {
+		return nil
+	}
+	var hb, lb strings.Builder
+	hb.WriteString(rebuildHeadersSQL)
+	lb.WriteString(rebuildLinesSQL)
+	var hargs, largs []any
+	nl := 0
+	// The carts being written replace any reservation of the same token
+	// (a terminal one): deleted per shop through the primary key, so that
+	// only those rows are locked.
+	byShop := map[int64][]any{}
+	var shops []int64
+	for _, h := range holds {
+		if byShop[h.ShopID] == nil {
+			shops = append(shops, h.ShopID)
+		}
+		byShop[h.ShopID] = append(byShop[h.ShopID], h.CartToken)
+	}
+	for _, shop := range shops {
+		tokens := byShop[shop]
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(tokens)), ", ")
+		args := append([]any{shop}, tokens...)
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildDropCartLines, marks), args...); err != nil {
+			return fmt.Errorf("rebuild: drop replaced lines: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildDropCartsSQL, marks), args...); err != nil {
+			return fmt.Errorf("rebuild: drop replaced reservations: %w", err)
+		}
+	}
+	for i, h := range holds {
+		if i > 0 {
+			hb.WriteString(", ")
+		}
+		hb.WriteString(rebuildHeaderValues)
+		hargs = append(hargs, h.ShopID, h.CartToken, h.ExpiresAt.UTC().Truncate(time.Microsecond), now, now)
+		for j, l := range h.Lines {
+			if nl > 0 {
+				lb.WriteString(", ")
+			}
+			lb.WriteString(lineValuesSQL)
+			largs = append(largs, h.ShopID, h.CartToken, j, l.ItemID, l.GroupID, l.Quantity)
+			nl++
+		}
+	}
+	if _, err := tx.ExecContext(ctx, hb.String(), hargs...); err != nil {
+		return fmt.Errorf("rebuild: insert holds: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, lb.String(), largs...); err != nil {
+		return fmt.Errorf("rebuild: insert hold lines: %w", err)
+	}
+	return nil
+}
+
+func mapKeys(m map[tandem.Key]int64) []tandem.Key {
+	out := make([]tandem.Key, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
