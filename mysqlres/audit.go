@@ -171,16 +171,23 @@ func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 		}
 		after = last
 	}
-	// A hold rebuilt with a later expiry during the listing shows twice.
 	slices.SortStableFunc(out, func(a, b tandem.Reservation) int {
 		if a.ShopID != b.ShopID {
 			return cmp.Compare(a.ShopID, b.ShopID)
 		}
 		return strings.Compare(a.CartToken, b.CartToken)
 	})
-	return slices.CompactFunc(out, func(a, b tandem.Reservation) bool {
-		return a.ShopID == b.ShopID && a.CartToken == b.CartToken
-	}), nil
+	// A hold rebuilt with a later expiry during the listing shows twice:
+	// the copy read last is kept.
+	kept := out[:0]
+	for _, h := range out {
+		if n := len(kept); n > 0 && kept[n-1].ShopID == h.ShopID && kept[n-1].CartToken == h.CartToken {
+			kept[n-1] = h
+			continue
+		}
+		kept = append(kept, h)
+	}
+	return kept, nil
 }
 
 // holdsCursor is the last reserved header of a page, in the order of
