@@ -15,7 +15,9 @@ const (
 	onHandSQL     = "/* conn_tag='ledger' */ SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
 	listOnHandSQL = "/* conn_tag='ledger' */ SELECT shop_id, inventory_item_id, inventory_group_id, on_hand FROM ledger"
 	claimedSQL    = "/* conn_tag='ledger' */ SELECT 1 FROM claims WHERE shop_id = ? AND cart_token = ?"
-	countersSQL   = "/* conn_tag='audit' */ SELECT (SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
+	// countersSQL sums the held lines as heldSQL does, through the
+	// position index, forced.
+	countersSQL = "/* conn_tag='audit' */ SELECT (SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines FORCE INDEX (reservation_lines_position) WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
 )
 
 // ledger is the pod's tandem.Ledger, in the store's database.
