@@ -155,6 +155,16 @@ type DirtyCart struct {
 	// Authority names the store whose state the other store must reach
 	// (StoreRedis or StoreMySQL): the store that answered the buyer.
 	Authority string
+	// Suspect is set when the other store's copy may be a hold the
+	// Authority refused (a reserve it refused that the other store granted,
+	// or whose copy timed out and may still land, or a difference the sweep
+	// could not explain): until converged, such a copy never answers the
+	// buyer for a cart the Authority does not know. A cart marked only
+	// because a store call failed or was dropped is not suspect: the other
+	// store's copy is of a hold the Authority granted, and answers for it
+	// when the Authority lost it (a Redis failover drops the writes a
+	// master had not yet replicated).
+	Suspect bool
 	// Since is when the cart was first marked; MarkedAt when it was last.
 	Since    time.Time
 	MarkedAt time.Time
@@ -163,8 +173,9 @@ type DirtyCart struct {
 // DirtyLog is a pod's durable set of dirty carts, so that the router's
 // convergence resumes after a restart of the instance.
 type DirtyLog interface {
-	// MarkDirty adds the carts, or updates Authority and MarkedAt of the
-	// ones already there (Since is kept).
+	// MarkDirty adds the carts, or updates Authority, Suspect and MarkedAt
+	// of the ones already there (Since is kept; a suspect mark stays
+	// suspect while its Authority stays).
 	MarkDirty(ctx context.Context, carts []DirtyCart) error
 	// DirtyCarts returns at most limit carts, oldest first.
 	DirtyCarts(ctx context.Context, limit int) ([]DirtyCart, error)

@@ -411,3 +411,65 @@ func TestConverge_ClaimSurvivesMySQLOnlyAndResync(t *testing.T) {
 		t.Errorf("redis: got %+v, want on_hand 3, available 3", got)
 	}
 }
+
+// A Redis failover loses the writes the dead master had not replicated:
+// the SoT forgets a hold it granted, after a call to it failed. The cart is
+// dirty (the failed call), but its MySQL copy is not suspect: it is the
+// copy of a hold Redis granted, so the buyer's release and claim are
+// answered from it, the ledger loses exactly what was claimed, and a
+// resync brings Redis back to the ledger's and MySQL's state.
+func TestConverge_SoTLostHoldAfterFailedCall(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k := tandem.Key{ShopID: 31, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"lost-released", "lost-claimed"} {
+		if _, err := p.Reserve(ctx, cart(token, 31, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Wait()
+	// Redis is unreachable for one call of each cart: the carts are dirty
+	// with Redis their authority.
+	p.fr.setCut(true)
+	if _, err := p.Release(ctx, 31, "lost-released"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+		t.Fatalf("release while redis is cut: got %v, want unavailable", err)
+	}
+	if _, err := p.Claim(ctx, 31, "lost-claimed"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+		t.Fatalf("claim while redis is cut: got %v, want unavailable", err)
+	}
+	// The failover: the shop's data is gone from Redis.
+	keys, err := p.rdb.Keys(ctx, p.redis.Prefix+"{31}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("no redis keys of shop 31")
+	}
+	if err := p.rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.fr.setCut(false)
+
+	if res, err := p.Release(ctx, 31, "lost-released"); err != nil || res.Status != tandem.StatusReleased {
+		t.Fatalf("release of a hold redis lost: got %+v, %v, want released (from mysql's copy)", res, err)
+	}
+	if res, err := p.Claim(ctx, 31, "lost-claimed"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim of a hold redis lost: got %+v, %v, want claimed (from mysql's copy)", res, err)
+	}
+	if res, err := p.Claim(ctx, 31, "lost-claimed"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("repeated claim: got %+v, %v, want claimed", res, err)
+	}
+	p.Wait()
+	if got := p.onHand(t, k); got != 3 {
+		t.Fatalf("ledger on_hand: got %d, want 3 (one cart of 2 claimed)", got)
+	}
+	if _, err := p.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	if got := p.counters(t, p.redis, k); got.OnHand != 3 || got.Reserved != 0 || got.Available != 3 {
+		t.Errorf("redis after resync: got %+v, want on_hand 3, nothing reserved", got)
+	}
+}

@@ -84,13 +84,13 @@ const (
 
 // markDirty marks a cart dirty with the store whose state the other must
 // reach. Safe from any goroutine; never blocks on a store.
-func (r *Router) markDirty(ck cartKey, authority, cause string) {
-	r.markDirtyWith(ck, authority, cause, nil)
+func (r *Router) markDirty(ck cartKey, authority, cause string, suspect bool) {
+	r.markDirtyWith(ck, authority, cause, suspect, nil)
 }
 
 // markDirtyWith is markDirty with a comparison to record once the cart
 // has converged (see reconcile).
-func (r *Router) markDirtyWith(ck cartKey, authority, cause string, later *tandem.Comparison) {
+func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool, later *tandem.Comparison) {
 	now := time.Now()
 	d := &r.dirty
 	d.mu.Lock()
@@ -99,6 +99,9 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, later *tande
 		e = &dirtyEntry{cart: tandem.DirtyCart{ShopID: ck.shop, CartToken: ck.token, Since: r.Now().UTC()}}
 		d.m[ck] = e
 	}
+	// A suspect copy stays suspect until converged, unless the cart's
+	// authority changes (tandem.DirtyCart.Suspect).
+	e.cart.Suspect = suspect || e.cart.Suspect && e.cart.Authority == authority
 	e.cart.Authority = authority
 	e.cart.MarkedAt = r.Now().UTC()
 	e.gen++
@@ -417,10 +420,14 @@ func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err err
 // authority, here or (through the shared DirtyLog) on another instance, so
 // its copy waits to be discarded and must not answer the buyer. A copy from
 // an earlier SoT is not suspect: the store that granted it is its authority.
+// Nor is the copy of a cart marked only because a call failed or was
+// dropped (the mark is not Suspect): the SoT granted that hold, and when
+// the SoT no longer knows it (a Redis failover lost the master's last
+// writes), the copy is the buyer's hold.
 func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	r.dirty.mu.Lock()
 	e := r.dirty.m[ck]
-	mine := e != nil && e.cart.Authority == sot
+	mine := e != nil && e.cart.Authority == sot && e.cart.Suspect
 	r.dirty.mu.Unlock()
 	if mine || e != nil || r.Dirty == nil {
 		return mine
@@ -432,7 +439,7 @@ func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	})
 	// A log that cannot be read leaves the copy suspect: the buyer is told
 	// not_found rather than sold a unit the SoT may have refused.
-	return err != nil || c != nil && c.Authority == sot
+	return err != nil || c != nil && c.Authority == sot && c.Suspect
 }
 
 // catchUp makes the SoT the operation was admitted under hold what the

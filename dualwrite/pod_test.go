@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/internal/conformance"
@@ -96,6 +97,9 @@ type pod struct {
 	kill  *kill
 	rec   *recorder
 	clock *conformance.Clock
+	// rdb is the Redis under p.redis (nil on a Redis Cluster), for tests
+	// that take data away behind the store's back.
+	rdb *redis.Client
 }
 
 func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
@@ -119,7 +123,9 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	return openRouter(t, rs, ms, clock, mode)
+	p := openRouter(t, rs, ms, clock, mode)
+	p.rdb = rdb
+	return p
 }
 
 // openRouter opens the pod's router over the two stores, each behind a

@@ -214,7 +214,7 @@ func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if havePrimary && !follows(j.op, p) && !p.Failed() {
 		return // the shadow would not have followed it anyway
 	}
-	r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped))
+	r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped), false)
 	if havePrimary && !p.Failed() {
 		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
 		r.record(o.mode, j.op, o.ck.shop, o.ck.token, p, dropped, false, false)
@@ -234,7 +234,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		if !havePrimary || p.Failed() {
 			// The SoT's answer was lost: it may have settled the cart.
-			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped))
+			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped), false)
 		}
 		// The line still ends in order: whoever waits for this job (a
 		// convergence, the next job) waits for the jobs before it too.
@@ -252,7 +252,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 		// discarded: it is converged, never claimed or released for the
 		// buyer.
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
-		r.markDirty(o.ck, o.sot.Name(), "suspect copy")
+		r.markDirty(o.ck, o.sot.Name(), "suspect copy", true)
 		return
 	}
 	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
@@ -307,7 +307,10 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 			c := r.comparison(o.mode, op, o.ck.shop, o.ck.token, p, sh, false, false)
 			later = &c
 		}
-		r.markDirtyWith(o.ck, authority.Name(), cause, later)
+		// A copy of a hold the SoT refused that could not be discarded yet
+		// (or whose shadow reserve timed out and may still land) is
+		// suspect: it must not answer the buyer (see suspect).
+		r.markDirtyWith(o.ck, authority.Name(), cause, refused && authority == o.sot, later)
 		return false, later != nil
 	}
 	return cont, false

@@ -240,7 +240,7 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 				r.recordDrift(mode, c)
 			}
 			if err != nil {
-				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err))
+				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err), true) // unexplained: suspect
 				return
 			}
 			mu.Lock()

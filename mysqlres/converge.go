@@ -72,11 +72,14 @@ func pinnedRequest(hold tandem.Reservation) tandem.ReserveRequest {
 
 // Statements of the dirty-cart log.
 const (
-	markDirtySQL   = "/* conn_tag='converge' */ INSERT INTO shadow_dirty (shop_id, cart_token, authority, since, marked_at) VALUES %s ON DUPLICATE KEY UPDATE authority = VALUES(authority), marked_at = GREATEST(marked_at, VALUES(marked_at))"
-	dirtyValuesSQL = "(?, ?, ?, ?, ?)"
-	listDirtySQL   = "/* conn_tag='converge' */ SELECT shop_id, cart_token, authority, since, marked_at FROM shadow_dirty ORDER BY since LIMIT ?"
+	// markDirtySQL keeps a suspect mark suspect while its authority stays
+	// (suspect is assigned before authority: MySQL evaluates the
+	// assignments in order, each seeing the ones before).
+	markDirtySQL   = "/* conn_tag='converge' */ INSERT INTO shadow_dirty (shop_id, cart_token, authority, suspect, since, marked_at) VALUES %s ON DUPLICATE KEY UPDATE suspect = IF(authority = VALUES(authority), suspect OR VALUES(suspect), VALUES(suspect)), authority = VALUES(authority), marked_at = GREATEST(marked_at, VALUES(marked_at))"
+	dirtyValuesSQL = "(?, ?, ?, ?, ?, ?)"
+	listDirtySQL   = "/* conn_tag='converge' */ SELECT shop_id, cart_token, authority, suspect, since, marked_at FROM shadow_dirty ORDER BY since LIMIT ?"
 	clearDirtySQL  = "/* conn_tag='converge' */ DELETE FROM shadow_dirty WHERE shop_id = ? AND cart_token = ? AND marked_at <= ?"
-	lookupDirtySQL = "/* conn_tag='converge' */ SELECT authority, since, marked_at FROM shadow_dirty WHERE shop_id = ? AND cart_token = ?"
+	lookupDirtySQL = "/* conn_tag='converge' */ SELECT authority, suspect, since, marked_at FROM shadow_dirty WHERE shop_id = ? AND cart_token = ?"
 )
 
 // LookupDirty implements tandem.DirtyLog.
@@ -87,7 +90,7 @@ func (s *Store) LookupDirty(ctx context.Context, shopID int64, cartToken string)
 	var c *tandem.DirtyCart
 	err := s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
 		d := tandem.DirtyCart{ShopID: shopID, CartToken: cartToken}
-		err := conn.QueryRowContext(ctx, lookupDirtySQL, shopID, cartToken).Scan(&d.Authority, &d.Since, &d.MarkedAt)
+		err := conn.QueryRowContext(ctx, lookupDirtySQL, shopID, cartToken).Scan(&d.Authority, &d.Suspect, &d.Since, &d.MarkedAt)
 		if err == sql.ErrNoRows {
 			return nil
 		}
@@ -110,10 +113,10 @@ func (s *Store) MarkDirty(ctx context.Context, carts []tandem.DirtyCart) error {
 		return errNotOpen
 	}
 	vals := make([]string, len(carts))
-	args := make([]any, 0, 5*len(carts))
+	args := make([]any, 0, 6*len(carts))
 	for i, c := range carts {
 		vals[i] = dirtyValuesSQL
-		args = append(args, c.ShopID, c.CartToken, c.Authority, c.Since.UTC(), c.MarkedAt.UTC())
+		args = append(args, c.ShopID, c.CartToken, c.Authority, c.Suspect, c.Since.UTC(), c.MarkedAt.UTC())
 	}
 	stmt := fmt.Sprintf(markDirtySQL, strings.Join(vals, ", "))
 	return s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
@@ -137,7 +140,7 @@ func (s *Store) DirtyCarts(ctx context.Context, limit int) ([]tandem.DirtyCart, 
 		defer rows.Close()
 		for rows.Next() {
 			var c tandem.DirtyCart
-			if err := rows.Scan(&c.ShopID, &c.CartToken, &c.Authority, &c.Since, &c.MarkedAt); err != nil {
+			if err := rows.Scan(&c.ShopID, &c.CartToken, &c.Authority, &c.Suspect, &c.Since, &c.MarkedAt); err != nil {
 				return err
 			}
 			c.Since, c.MarkedAt = c.Since.UTC(), c.MarkedAt.UTC()

@@ -3,10 +3,8 @@ package linearize_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/tandemhq/tandem"
-	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/internal/linearize"
 	"github.com/tandemhq/tandem/internal/rediscluster"
 	"github.com/tandemhq/tandem/internal/testenv"
@@ -57,19 +55,8 @@ func TestCluster_Linearizable_Redis(t *testing.T) {
 func TestCluster_Linearizable_Router(t *testing.T) {
 	for i, mode := range []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL, tandem.ModeMySQLOnly} {
 		t.Run(string(mode), func(t *testing.T) {
-			p := &pod{stores: mustOpenClusterStores(t), modes: &modes{}, kill: &kill{}}
-			p.modes.set(mode)
-			shops, err := tandem.ParseShopSet([]string{"1-1000"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.router = dualwrite.NewRouter("pod-lin", shops, p.redis, p.mysql)
-			p.router.Ledger = p.mysql.Ledger()
-			p.router.Modes = p.modes
-			p.router.Kill = p.kill
-			p.router.ShadowTimeout = 5 * time.Second
-			p.router.MaxInflight = 4096
-			t.Cleanup(func() { p.router.Close() })
+			// Production settings, as on a single Redis (openPod).
+			p := openPod(t, mustOpenClusterStores(t), mode)
 			w := workload(120 + uint64(i))
 			redisSoT := mode.SourceOfTruth() == tandem.StoreRedis
 			w.SerialSettles, w.SerialStockCounts = redisSoT, redisSoT

@@ -64,7 +64,13 @@ type pod struct {
 
 func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 	t.Helper()
-	p := &pod{stores: mustOpenStores(t), modes: &modes{}, kill: &kill{}}
+	return openPod(t, mustOpenStores(t), mode)
+}
+
+// openPod routes over s in mode, at production settings.
+func openPod(t *testing.T, s stores, mode tandem.Mode) *pod {
+	t.Helper()
+	p := &pod{stores: s, modes: &modes{}, kill: &kill{}}
 	p.modes.set(mode)
 	shops, err := tandem.ParseShopSet([]string{"1-1000"})
 	if err != nil {

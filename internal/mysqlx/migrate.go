@@ -79,7 +79,7 @@ func createDatabase(ctx context.Context, cfg mysql.Config) error {
 // MySQL commits DDL implicitly, so a file holds exactly one statement and is
 // recorded right after it ran; a crash in between reruns that one statement,
 // which is why migration statements are written to be rerunnable (IF NOT
-// EXISTS). Two processes migrating the same database at once serialise on a
+// EXISTS; an ADD COLUMN that finds its column is taken as applied). Two processes migrating the same database at once serialise on a
 // named lock (GET_LOCK) scoped to the database and table, held by one
 // connection for the whole run.
 func applyMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, table string) (err error) {
@@ -136,7 +136,7 @@ func applyMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, table string) 
 		if err != nil {
 			return fmt.Errorf("migrate: %s: %w", name, err)
 		}
-		if _, err := conn.ExecContext(ctx, migrateStmtPrefix+stmt); err != nil {
+		if _, err := conn.ExecContext(ctx, migrateStmtPrefix+stmt); err != nil && !rerun(err) {
 			return fmt.Errorf("migrate: apply %s: %w", name, err)
 		}
 		if _, err := conn.ExecContext(ctx, fmt.Sprintf(migrateRecordSQL, table), path.Base(name), time.Now().UTC()); err != nil {
@@ -145,6 +145,18 @@ func applyMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, table string) 
 	}
 	return nil
 }
+
+// rerun reports whether a migration statement failed only because an
+// earlier run applied it and crashed before recording it: a column it adds
+// is there (MySQL 8.0 has no ADD COLUMN IF NOT EXISTS). The migration is
+// then recorded as applied.
+func rerun(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDupFieldName
+}
+
+// errDupFieldName is ER_DUP_FIELDNAME, "Duplicate column name".
+const errDupFieldName = 1060
 
 func appliedMigrations(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
 	rows, err := conn.QueryContext(ctx, fmt.Sprintf(migrateAppliedSQL, table))
