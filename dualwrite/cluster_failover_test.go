@@ -3,6 +3,8 @@ package dualwrite_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,6 +146,14 @@ func TestCluster_FailoverMidTraffic(t *testing.T) {
 	t.Logf("replica took over after %s", time.Since(killedAt).Round(time.Millisecond))
 	for deadline := time.Now().Add(2 * time.Minute); afterKill.Load() < 5 && !t.Failed(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
+			// The nodes' logs go with the cluster's directory: show them.
+			nodes, err := c.Nodes(ctx)
+			t.Logf("nodes: %+v (%v)", nodes, err)
+			logs, _ := filepath.Glob(filepath.Join(c.Dir(), "*.log"))
+			for _, f := range logs {
+				b, _ := os.ReadFile(f)
+				t.Logf("%s:\n%s", f, b)
+			}
 			done.Store(true)
 			wg.Wait()
 			tally.mu.Lock()

@@ -125,7 +125,48 @@ func (c *Cluster) start() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return c.WaitHealthy(ctx)
+	if err := c.WaitHealthy(ctx); err != nil {
+		return err
+	}
+	return c.waitStreaming(ctx)
+}
+
+// waitStreaming waits until every master streams its writes to all its
+// replicas. A replica reports its link up once it has loaded the master's
+// snapshot, but the master sends it the writes that followed only after
+// the replica's first REPLCONF ACK (up to a second later): a master killed
+// in between loses them all, not just its last writes as a crash of a
+// master in steady state does. So each master makes a write (a FLUSHALL of
+// the new, empty cluster: it is always replicated and needs no key of the
+// master's slots) and WAIT returns once the replicas have acknowledged it,
+// which they can only do streaming.
+func (c *Cluster) waitStreaming(ctx context.Context) error {
+	if c.opts.Replicas == 0 {
+		return nil
+	}
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, addr := range masters {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+		for {
+			var n int64
+			err := rdb.FlushAll(ctx).Err()
+			if err == nil {
+				n, err = rdb.Wait(ctx, c.opts.Replicas, time.Second).Result()
+			}
+			if err == nil && n >= int64(c.opts.Replicas) {
+				break
+			}
+			if ctx.Err() != nil {
+				rdb.Close()
+				return fmt.Errorf("rediscluster: the replicas of %s do not acknowledge its writes (logs in %s): %d, %v", addr, c.dir, n, err)
+			}
+		}
+		rdb.Close()
+	}
+	return nil
 }
 
 // freePorts returns n ports whose cluster bus ports (+10000) look free too.
