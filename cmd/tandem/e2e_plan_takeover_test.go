@@ -63,6 +63,7 @@ func TestE2EPlanTakeover(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("last plan: %v", last)
+			t.Logf("divergences: %v", alive.Admin.must(http.MethodGet, "/admin/divergences?limit=20", nil, http.StatusOK)["divergences"])
 		}
 	}()
 	poll(t, "the other instance finishing the plan", 50*time.Millisecond, func() bool {

@@ -73,6 +73,9 @@ func (b *Engine) Run(ctx context.Context, progress io.Writer) ([]Result, error) 
 		return nil, err
 	}
 	defer e.close()
+	if e.rttMS > 0 {
+		fmt.Fprintf(progress, "bench: a round trip through the latency proxy takes %.2f ms (%s asked each way)\n", e.rttMS, b.MySQLLatency)
+	}
 	var results []Result
 	for _, name := range b.Stores {
 		for cellNo, c := range b.Concurrency {
@@ -180,7 +183,7 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 		return int64(100000*(cellNo+1) + i)
 	}
 	res := Result{Suite: "engine", Store: name, Items: b.Items, CartSize: b.CartSize, Concurrency: c,
-		MySQLLatencyMS: float64(b.MySQLLatency.Microseconds()) / 1000, MaxConns: min(c, b.MaxConns)}
+		MySQLLatencyMS: float64(b.MySQLLatency.Microseconds()) / 1000, MySQLRoundTripMS: e.rttMS, MaxConns: min(c, b.MaxConns)}
 	st, err := b.open(ctx, e, name, c, shop)
 	if err != nil {
 		return res, err

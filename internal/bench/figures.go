@@ -129,11 +129,20 @@ func engineFigures(runs []ReportRun, latMS float64, label string, c int) []figur
 }
 
 // holdFigure is the mean connection hold of a reserve at C=1 under latMS
-// of one-way latency, against one round trip (2 x latMS) + 2 ms.
+// of one-way latency, against one round trip + 2 ms: the round trip
+// measured through the latency proxy when the cell has it (the proxy's
+// timers make it longer than 2 x latMS), else 2 x latMS.
 func holdFigure(runs []ReportRun, latMS float64) figure {
 	name := fmt.Sprintf("%.1f ms one-way latency, C=1: mean connection hold per reserve", latMS)
-	limit := 2*latMS + 2
-	target := fmt.Sprintf("<= 1 round trip + 2 ms = %.1f ms", limit)
+	rtt, measured := 2*latMS, ""
+	for _, r := range runs {
+		if m, ok := r.engineCell("mysql", 1, latMS); ok && m.MySQLRoundTripMS > 0 {
+			rtt, measured = m.MySQLRoundTripMS, " (measured through the latency proxy)"
+			break
+		}
+	}
+	limit := rtt + 2
+	target := fmt.Sprintf("<= 1 round trip%s + 2 ms = %.1f + 2 = %.1f ms", measured, rtt, limit)
 	for _, r := range runs {
 		if m, ok := r.engineCell("mysql", 1, latMS); ok {
 			if hold, ok := m.ConnHoldMS["reserve"]; ok {

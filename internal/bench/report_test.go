@@ -106,6 +106,37 @@ func TestReport(t *testing.T) {
 
 // A --rate-of-mysql run whose capacity cell tripped the automatic abort
 // (part of it served by Redis) says its rate is over-estimated.
+// The connection hold per reserve is judged against the round trip
+// measured through the latency proxy when the run has it: the proxy's
+// timers make a round trip longer than twice the latency asked for.
+func TestReportHoldAgainstMeasuredRoundTrip(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "engine-latency.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "0.5 ms one-way latency, C=1: mean connection hold per reserve"
+	for _, tc := range []struct {
+		rtt            string
+		target, verdct string
+	}{
+		{"8.5", "<= 1 round trip (measured through the latency proxy) + 2 ms = 8.5 + 2 = 10.5 ms", "met"},        // 9.93 ms held
+		{"7.5", "<= 1 round trip (measured through the latency proxy) + 2 ms = 7.5 + 2 = 9.5 ms", "**not met**"}, // 9.93 ms held
+	} {
+		measured := strings.ReplaceAll(string(data), `"mysql_latency_ms": 0.5`, `"mysql_latency_ms": 0.5, "mysql_round_trip_ms": `+tc.rtt)
+		r, err := bench.ParseRun("engine-latency.json", []byte(measured))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := figureRow(t, bench.Report([]bench.ReportRun{r}), name)
+		if !strings.Contains(row, "9.93 ms") || !strings.Contains(row, tc.target) {
+			t.Errorf("round trip %s ms: got row %q, want 9.93 ms against %q", tc.rtt, row, tc.target)
+		}
+		if got := verdict(row); got != tc.verdct {
+			t.Errorf("round trip %s ms: got verdict %q, want %q", tc.rtt, got, tc.verdct)
+		}
+	}
+}
+
 func TestReportCapacityCellKilled(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "http-half.json"))
 	if err != nil {

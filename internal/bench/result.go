@@ -12,22 +12,25 @@ import (
 
 // Result is one cell of a benchmark, in the JSON form scripts read.
 type Result struct {
-	Suite          string             `json:"suite"`
-	Store          string             `json:"store,omitempty"`
-	Mode           string             `json:"mode,omitempty"`
-	Items          int                `json:"items"`
-	CartSize       int                `json:"cart_size"`
-	Concurrency    int                `json:"concurrency"`
-	Rate           float64            `json:"rate,omitempty"`
-	MySQLLatencyMS float64            `json:"mysql_latency_ms"`
-	MaxConns       int                `json:"mysql_max_conns,omitempty"`
-	OpsPerSec      float64            `json:"ops_per_sec"`
-	P50MS          float64            `json:"p50_ms"`
-	P99MS          float64            `json:"p99_ms"`
-	P999MS         float64            `json:"p999_ms"`
-	Errors         int64              `json:"errors"`
-	Refused        int64              `json:"refused"`
-	ConnHoldMS     map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
+	Suite          string  `json:"suite"`
+	Store          string  `json:"store,omitempty"`
+	Mode           string  `json:"mode,omitempty"`
+	Items          int     `json:"items"`
+	CartSize       int     `json:"cart_size"`
+	Concurrency    int     `json:"concurrency"`
+	Rate           float64 `json:"rate,omitempty"`
+	MySQLLatencyMS float64 `json:"mysql_latency_ms"`
+	// MySQLRoundTripMS is the round trip measured through the latency
+	// proxy (median of SELECT 1 on one connection), when there is one.
+	MySQLRoundTripMS float64            `json:"mysql_round_trip_ms,omitempty"`
+	MaxConns         int                `json:"mysql_max_conns,omitempty"`
+	OpsPerSec        float64            `json:"ops_per_sec"`
+	P50MS            float64            `json:"p50_ms"`
+	P99MS            float64            `json:"p99_ms"`
+	P999MS           float64            `json:"p999_ms"`
+	Errors           int64              `json:"errors"`
+	Refused          int64              `json:"refused"`
+	ConnHoldMS       map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
 	// SlowPath counts the MySQL reserves that left the SKIP LOCKED fast path
 	// for the ledger-locked slow path; Retries the transactions rerun after
 	// a deadlock or lock-wait timeout.
