@@ -29,6 +29,11 @@ const (
 	purgeHeadersSQL = "/* conn_tag='purge' */ DELETE FROM reservations WHERE status <> 'reserved' AND (%s) AND NOT EXISTS (SELECT 1 FROM reservation_lines l WHERE l.shop_id = reservations.shop_id AND l.cart_token = reservations.cart_token)"
 )
 
+// purgeClaimsSQL removes claim records older than the cutoff whose
+// reservation is gone (purged, or never here: a cart only Redis held) and
+// whose cart is not dirty (a convergence may still ask the ledger).
+const purgeClaimsSQL = "/* conn_tag='purge' */ DELETE FROM claims WHERE claimed_at < ? AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.shop_id = claims.shop_id AND r.cart_token = claims.cart_token) AND NOT EXISTS (SELECT 1 FROM shadow_dirty d WHERE d.shop_id = claims.shop_id AND d.cart_token = claims.cart_token) ORDER BY claimed_at LIMIT ?"
+
 // purgeBatch bounds the reservations one purge transaction removes, so that
 // it holds its locks and connection briefly.
 const purgeBatch = 500
@@ -60,6 +65,39 @@ func (s *Store) PurgeEnded(ctx context.Context, now time.Time, limit int) (int, 
 			if found < batch || removed == 0 {
 				break // none left, or a batch of kept (inconsistent) ones
 			}
+		}
+	}
+	return total, nil
+}
+
+// PurgeClaims removes at most limit claim records (the ledger's record of
+// a deducted cart) older than Retention before now, in batches of their own
+// statements, and returns how many it removed. A record is kept while its
+// reservation is (PurgeEnded removes a claimed one after the same
+// retention) or its cart is dirty. Past that horizon every store has
+// forgotten the cart (the Redis engine's ended carts expire after their
+// retention too), and so may the ledger: a later reserve of the token is a
+// new cart, on every store alike.
+func (s *Store) PurgeClaims(ctx context.Context, now time.Time, limit int) (int, error) {
+	cutoff := now.UTC().Add(-s.Retention)
+	total := 0
+	for total < limit {
+		batch := min(limit-total, purgeBatch)
+		var n int64
+		err := s.withConn(ctx, tagPurge, func(conn *sql.Conn) error {
+			res, err := conn.ExecContext(ctx, purgeClaimsSQL, cutoff, batch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < int64(batch) {
+			break
 		}
 	}
 	return total, nil

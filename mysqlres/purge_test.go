@@ -19,15 +19,22 @@ func countRows(tb testing.TB, s *mysqlres.Store, table string) int {
 	return n
 }
 
+// mustOpenClockedStore is MustOpenStore with a clock at t0 that setNow
+// moves.
+func mustOpenClockedStore(t *testing.T, t0 time.Time) (s *mysqlres.Store, setNow func(time.Time)) {
+	t.Helper()
+	var mu sync.Mutex
+	now := t0
+	s = MustOpenStore(t, func(s *mysqlres.Store) {
+		s.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	return s, func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+}
+
 func TestPurgeEnded(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	now := t0
-	s := MustOpenStore(t, func(s *mysqlres.Store) {
-		s.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
-	setNow := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	s, setNow := mustOpenClockedStore(t, t0)
 	mustSetOnHand(t, s, key(100, 1), 100)
 	for _, token := range []string{"released", "claimed", "active", "broken"} {
 		if _, err := s.Reserve(ctx, reserve1(token, 100, 1, 1)); err != nil {
@@ -99,6 +106,7 @@ func TestPurgeEnded(t *testing.T) {
 	t.Run("ReadsDueRowsOnly", func(t *testing.T) {
 		// 100,000 ended reservations still kept: a purge batch finds the
 		// due ones without reading those.
+		now := s.Now()
 		mustInsertReservations(t, s, key(100, 1), "kept-", tandem.StatusClaimed, 100_000, now)
 		conn, err := s.DB().Conn(ctx)
 		if err != nil {
@@ -113,4 +121,86 @@ func TestPurgeEnded(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// PurgeClaims removes the ledger's claim records past their retention
+// whose reservation is gone (purged, or never in MySQL: a cart only Redis
+// held) and whose cart is not dirty; a recent record, one whose
+// reservation is still kept and one of a dirty cart stay.
+func TestPurgeClaims(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, setNow := mustOpenClockedStore(t, t0)
+	mustSetOnHand(t, s, key(100, 1), 100)
+	line := []tandem.Line{{ItemID: 100, Quantity: 1, GroupID: 1}}
+	if _, err := s.Reserve(ctx, reserve1("claimed-here", 100, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, 1, "claimed-here"); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"redis-only", "dirty"} {
+		if _, err := s.Ledger().DeductCart(ctx, 1, token, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkDirty(ctx, []tandem.DirtyCart{{ShopID: 1, CartToken: "dirty", Authority: tandem.StoreRedis, Since: t0, MarkedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	claimed := func(token string) bool {
+		t.Helper()
+		ok, err := s.Ledger().Claimed(ctx, 1, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	if n, err := s.PurgeClaims(ctx, t0.Add(time.Hour), 10_000); err != nil || n != 0 {
+		t.Fatalf("within the retention: got %d purged, %v, want none", n, err)
+	}
+	later := t0.Add(s.Retention + time.Hour)
+	setNow(later)
+	if n, err := s.PurgeClaims(ctx, later, 10_000); err != nil || n != 1 {
+		t.Fatalf("past the retention: got %d purged, %v, want 1 (redis-only; claimed-here's reservation is kept, dirty is dirty)", n, err)
+	}
+	if claimed("redis-only") || !claimed("claimed-here") || !claimed("dirty") {
+		t.Fatalf("claim records after the purge: redis-only %t, claimed-here %t, dirty %t; want false, true, true",
+			claimed("redis-only"), claimed("claimed-here"), claimed("dirty"))
+	}
+	if _, err := s.PurgeEnded(ctx, later, 10_000); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PurgeClaims(ctx, later, 10_000); err != nil || n != 1 {
+		t.Fatalf("after its reservation was purged: got %d purged, %v, want 1 (claimed-here)", n, err)
+	}
+	if claimed("claimed-here") || !claimed("dirty") {
+		t.Fatalf("claim records: claimed-here %t, dirty %t; want false, true", claimed("claimed-here"), claimed("dirty"))
+	}
+	// Every store has forgotten the token: it is a new cart.
+	if _, err := s.Reserve(ctx, reserve1("claimed-here", 100, 1, 1)); err != nil {
+		t.Fatalf("reserve of a token forgotten everywhere: %v", err)
+	}
+	if got := countRows(t, s, "claims"); got != 1 {
+		t.Fatalf("got %d claim records, want 1 (dirty)", got)
+	}
+
+	// Batches: more records than one statement removes.
+	mustInsertClaims(t, s, "old-", 1200, t0)
+	if n, err := s.PurgeClaims(ctx, later, 1100); err != nil || n != 1100 {
+		t.Fatalf("got %d purged, %v, want 1100 (the limit)", n, err)
+	}
+	if n, err := s.PurgeClaims(ctx, later, 10_000); err != nil || n != 100 {
+		t.Fatalf("got %d purged, %v, want the 100 left", n, err)
+	}
+}
+
+// mustInsertClaims writes n claim records of shop 1 claimed at at, tokens
+// prefix0..prefix(n-1), without their reservations.
+func mustInsertClaims(tb testing.TB, s *mysqlres.Store, prefix string, n int, at time.Time) {
+	tb.Helper()
+	q := "INSERT INTO claims (shop_id, cart_token, claimed_at) SELECT 1, CONCAT(?, x.n), ? FROM (" + numbersSQL() + ") x WHERE x.n < ?"
+	if _, err := s.DB().ExecContext(context.Background(), q, prefix, at, n); err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
 }

@@ -99,25 +99,27 @@ func TestMigrate(t *testing.T) {
 		if err := s.DB().QueryRow("SELECT COUNT(*) FROM tandem_migrations").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != 8 {
-			t.Fatalf("got %d recorded migrations, want 8", n)
+		if n != 9 {
+			t.Fatalf("got %d recorded migrations, want 9", n)
 		}
 	})
-	t.Run("RerunAddColumnAfterCrash", func(t *testing.T) {
-		// The column 008 adds is there when its statement runs again: the
-		// migration is taken as applied and recorded.
+	t.Run("RerunAddColumnOrKeyAfterCrash", func(t *testing.T) {
+		// The column 008 adds and the index 009 adds are there when their
+		// statements run again: the migrations are taken as applied and
+		// recorded.
 		s := MustOpenStore(t)
 		ctx := context.Background()
-		const name = "008_shadow_dirty_suspect.sql"
-		if _, err := s.DB().ExecContext(ctx, "DELETE FROM tandem_migrations WHERE name = ?", name); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatalf("Migrate again: %v", err)
-		}
-		var n int
-		if err := s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM tandem_migrations WHERE name = ?", name).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("records of %s after the rerun: got %d, %v, want 1", name, n, err)
+		for _, name := range []string{"008_shadow_dirty_suspect.sql", "009_claims_claimed_at.sql"} {
+			if _, err := s.DB().ExecContext(ctx, "DELETE FROM tandem_migrations WHERE name = ?", name); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatalf("Migrate again without the record of %s: %v", name, err)
+			}
+			var n int
+			if err := s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM tandem_migrations WHERE name = ?", name).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("records of %s after the rerun: got %d, %v, want 1", name, n, err)
+			}
 		}
 	})
 	t.Run("RerunAfterCrash", func(t *testing.T) {

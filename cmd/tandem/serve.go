@@ -453,11 +453,16 @@ const (
 	purgeLimit    = 200_000
 )
 
-// purge removes the MySQL reservations whose retention ended (the Redis
-// engine's ended carts expire by themselves). Many instances may purge at
-// once; an error waits for the next round.
+// purge removes the MySQL reservations, then the ledger's claim records,
+// whose retention ended (the Redis engine's ended carts expire by
+// themselves). Many instances may purge at once; an error waits for the
+// next round.
 func (p *podRuntime) purge(ctx context.Context) {
-	_, _ = p.mysql.PurgeEnded(ctx, time.Now(), purgeLimit)
+	now := time.Now()
+	if _, err := p.mysql.PurgeEnded(ctx, now, purgeLimit); err != nil {
+		return
+	}
+	_, _ = p.mysql.PurgeClaims(ctx, now, purgeLimit)
 }
 
 // goLoop runs f every interval until Close.

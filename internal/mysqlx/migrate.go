@@ -79,7 +79,8 @@ func createDatabase(ctx context.Context, cfg mysql.Config) error {
 // MySQL commits DDL implicitly, so a file holds exactly one statement and is
 // recorded right after it ran; a crash in between reruns that one statement,
 // which is why migration statements are written to be rerunnable (IF NOT
-// EXISTS; an ADD COLUMN that finds its column is taken as applied). Two processes migrating the same database at once serialise on a
+// EXISTS; an ADD COLUMN or ADD KEY that finds its column or index is
+// taken as applied). Two processes migrating the same database at once serialise on a
 // named lock (GET_LOCK) scoped to the database and table, held by one
 // connection for the whole run.
 func applyMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, table string) (err error) {
@@ -147,16 +148,20 @@ func applyMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, table string) 
 }
 
 // rerun reports whether a migration statement failed only because an
-// earlier run applied it and crashed before recording it: a column it adds
-// is there (MySQL 8.0 has no ADD COLUMN IF NOT EXISTS). The migration is
-// then recorded as applied.
+// earlier run applied it and crashed before recording it: a column or an
+// index it adds is there (MySQL 8.0 has no ADD COLUMN IF NOT EXISTS nor
+// ADD KEY IF NOT EXISTS). The migration is then recorded as applied.
 func rerun(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == errDupFieldName
+	return errors.As(err, &me) && (me.Number == errDupFieldName || me.Number == errDupKeyName)
 }
 
-// errDupFieldName is ER_DUP_FIELDNAME, "Duplicate column name".
-const errDupFieldName = 1060
+// errDupFieldName is ER_DUP_FIELDNAME, "Duplicate column name";
+// errDupKeyName ER_DUP_KEYNAME, "Duplicate key name".
+const (
+	errDupFieldName = 1060
+	errDupKeyName   = 1061
+)
 
 func appliedMigrations(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
 	rows, err := conn.QueryContext(ctx, fmt.Sprintf(migrateAppliedSQL, table))
