@@ -473,3 +473,40 @@ func TestConverge_SoTLostHoldAfterFailedCall(t *testing.T) {
 		t.Errorf("redis after resync: got %+v, want on_hand 3, nothing reserved", got)
 	}
 }
+
+// A reserve's shadow copy can land after the buyer's claim of the cart:
+// the SoT granted the hold, the buyer claimed it at once (the claim's
+// ledger step recorded the sale and lowered on_hand), and the shadow, short
+// of units now, finds the token sold and refuses it as already claimed.
+// The stores did not disagree; the shadow saw the two operations out of
+// order. The shadow's copy is settled as claimed and the comparison is a
+// match, like contention resolved by convergence; the ledger loses the
+// units once.
+func TestConverge_ReserveOvertakenByItsClaim(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k := tandem.Key{ShopID: 32, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 2); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	// The shadow's reserve arrives late (still within shadow.timeout).
+	p.fm.set("reserve", 100*time.Millisecond, true)
+	if _, err := p.Reserve(ctx, cart("overtaken", 32, one(1, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Claim(ctx, 32, "overtaken"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim: got %+v, %v, want claimed", res, err)
+	}
+	p.fm.heal()
+	p.Wait()
+	if d := p.rec.divergences(); len(d) != 0 {
+		t.Errorf("got divergences %+v, want none (the shadow saw the reserve after the claim)", d)
+	}
+	p.mustConverge(t)
+	if got := status(t, p.mysql, 32, "overtaken"); got != tandem.StatusClaimed {
+		t.Errorf("mysql (shadow) status: got %q, want claimed", got)
+	}
+	if got := p.onHand(t, k); got != 0 {
+		t.Errorf("ledger on_hand: got %d, want 0 (deducted once)", got)
+	}
+}

@@ -296,7 +296,7 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 	refused := op == tandem.OpReserve && (p.Status == tandem.EINSUFFICIENT || p.Status == tandem.ECONFLICT)
 	res, err := r.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
 	r.observe(res, err, 0)
-	cont := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
+	cont := op == tandem.OpReserve && !p.Failed() && (contention(p, sh) || r.overtaken(ctx, o, p, sh))
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
 		cause := string(sh.Status)
 		if err != nil {
@@ -314,6 +314,16 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 		return false, later != nil
 	}
 	return cont, false
+}
+
+// overtaken reports whether a reserve's shadow refused a hold the SoT
+// granted only because the buyer's claim of that cart got to the ledger
+// first: the shadow's copy landed late, found the token sold and answered
+// "already claimed". The stores saw the same two operations in different
+// orders, as at the sold-out boundary; convergence settles the copy as
+// claimed.
+func (r *Router) overtaken(ctx context.Context, o *op, p, sh tandem.Outcome) bool {
+	return p.Status.Is(tandem.StatusReserved) && sh.Status == tandem.ECONFLICT && r.claimed(ctx, o.ck)
 }
 
 // contention reports whether a reserve's two answers differ only as the
