@@ -201,6 +201,31 @@ func lockLedgerRow(t *testing.T, p *pod, k tandem.Key) (unlock func()) {
 	return unlock
 }
 
+// refusedHoldBlocked leaves shop's one unit (item 1, group 1) with cart
+// "winner" in Redis (the SoT) alone, and cart "refused" refused by Redis
+// but held by MySQL (the shadow), whose discard is blocked while the
+// ledger row is locked; unlock releases the lock.
+func refusedHoldBlocked(t *testing.T, p *pod, shop int64) (k tandem.Key, unlock func()) {
+	t.Helper()
+	k = tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Redis (the SoT) gave the only unit to a cart MySQL never saw.
+	if _, err := p.redis.Reserve(ctx, cart("winner", shop, one(1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	unlock = lockLedgerRow(t, p, k)
+	if _, err := p.Reserve(ctx, cart("refused", shop, one(1, 1, 1))); tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+		t.Fatalf("reserve: got %v, want %s from the SoT", err, tandem.EINSUFFICIENT)
+	}
+	p.Wait()
+	if got := status(t, p.mysql, shop, "refused"); got != tandem.StatusReserved {
+		t.Fatalf("mysql (shadow) status of the refused cart: got %q, want still reserved (its discard is blocked)", got)
+	}
+	return k, unlock
+}
+
 // B: a hold the SoT refused whose discard cannot run (the shadow's ledger
 // row is locked) is kept dirty and never claimable: a claim of that cart
 // answers not_found and deducts nothing, before a flip (the shadow's copy
@@ -210,22 +235,7 @@ func TestConverge_RefusedHoldDiscardBlocked(t *testing.T) {
 	for _, flip := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flip=%v", flip), func(t *testing.T) {
 			p := mustOpenPod(t, tandem.ModeShadow)
-			k := tandem.Key{ShopID: 23, ItemID: 1, GroupID: 1}
-			if _, err := p.SetOnHand(ctx, k, 1); err != nil {
-				t.Fatal(err)
-			}
-			// Redis (the SoT) gave the only unit to a cart MySQL never saw.
-			if _, err := p.redis.Reserve(ctx, cart("winner", 23, one(1, 1, 1))); err != nil {
-				t.Fatal(err)
-			}
-			unlock := lockLedgerRow(t, p, k)
-			if _, err := p.Reserve(ctx, cart("refused", 23, one(1, 1, 1))); tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
-				t.Fatalf("reserve: got %v, want %s from the SoT", err, tandem.EINSUFFICIENT)
-			}
-			p.Wait()
-			if got := status(t, p.mysql, 23, "refused"); got != tandem.StatusReserved {
-				t.Fatalf("mysql (shadow) status of the refused cart: got %q, want still reserved (its discard is blocked)", got)
-			}
+			k, unlock := refusedHoldBlocked(t, p, 23)
 			if flip {
 				p.modes.set(tandem.ModeMySQL)
 			}
@@ -508,5 +518,31 @@ func TestConverge_ReserveOvertakenByItsClaim(t *testing.T) {
 	}
 	if got := p.onHand(t, k); got != 0 {
 		t.Errorf("ledger on_hand: got %d, want 0 (deducted once)", got)
+	}
+}
+
+// A refused hold whose discard was blocked is discarded by the dirty-cart
+// worker even when Redis's count of the position has drifted from the
+// ledger meanwhile (a stock count racing a claim's two steps, the legacy
+// path's window): the worker remembers that Redis refused the reserve, so
+// Redis's silence about the cart is an answer, not a sign that Redis lost
+// its data. The audit then recounts the drifted position.
+func TestConverge_RefusedHoldDiscardedDespiteCountDrift(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	k, unlock := refusedHoldBlocked(t, p, 33)
+	// Redis's count drifts from the ledger's (2 against 1).
+	if _, err := p.redis.FollowOnHand(ctx, k, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if _, err := p.Release(ctx, 33, "winner"); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	if res, err := p.mysql.Get(ctx, 33, "refused"); err == nil && res.Status == tandem.StatusReserved {
+		t.Errorf("mysql still holds the refused cart: %+v", res)
+	}
+	if got := p.counters(t, p.redis, k); got.OnHand != 1 || got.Reserved != 0 {
+		t.Errorf("redis after the audit: got %+v, want on_hand 1 (recounted from the ledger), nothing held", got)
 	}
 }

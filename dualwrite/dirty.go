@@ -24,6 +24,12 @@ type dirtyEntry struct {
 	gen      uint64    // bumped by every mark; an attempt clears only its own
 	stored   bool      // the current mark is in the DirtyLog
 	cause    string
+	// refused is set when the latest mark is of a reserve the authority
+	// refused (markRefused): the authority's silence about the cart is then
+	// an answer, and its copy elsewhere is discarded without first asking
+	// whether the authority lost its data (knows), as the shadow job's own
+	// convergence would have. A restart forgets it: the check then runs.
+	refused bool
 	// deferred is a contention comparison waiting for the cart to converge.
 	deferred *tandem.Comparison
 }
@@ -104,6 +110,7 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool
 	e.cart.Suspect = suspect || e.cart.Suspect && e.cart.Authority == authority
 	e.cart.Authority = authority
 	e.cart.MarkedAt = r.Now().UTC()
+	e.refused = false
 	e.gen++
 	e.stored = false
 	e.cause = cause
@@ -117,6 +124,16 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool
 		r.recordDeferred(flush, false) // superseded by a newer difference
 	}
 	r.wakeWorker()
+}
+
+// markRefused notes that the cart's latest mark, with authority, is of a
+// reserve the authority refused (see dirtyEntry.refused).
+func (r *Router) markRefused(ck cartKey, authority string) {
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	if e := r.dirty.m[ck]; e != nil && e.cart.Authority == authority {
+		e.refused = true
+	}
 }
 
 // recordDeferred records a deferred comparison: a match when the cart
@@ -365,11 +382,12 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 	r.dirty.mu.Lock()
 	e := r.dirty.m[ck]
 	current := e != nil && e.gen == gen
+	refused := current && e.refused && e.cart.Authority == from.Name()
 	r.dirty.mu.Unlock()
 	if !current {
 		return ConvergeEqual, nil
 	}
-	return r.convergeCart(ctx, ck, from, r.other(from), false)
+	return r.convergeCart(ctx, ck, from, r.other(from), refused)
 }
 
 // settleDirty records the end of one attempt on a dirty cart: converged

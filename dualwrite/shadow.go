@@ -310,7 +310,11 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 		// A copy of a hold the SoT refused that could not be discarded yet
 		// (or whose shadow reserve timed out and may still land) is
 		// suspect: it must not answer the buyer (see suspect).
-		r.markDirtyWith(o.ck, authority.Name(), cause, refused && authority == o.sot, later)
+		suspect := refused && authority == o.sot
+		r.markDirtyWith(o.ck, authority.Name(), cause, suspect, later)
+		if suspect {
+			r.markRefused(o.ck, authority.Name())
+		}
 		return false, later != nil
 	}
 	return cont, false
