@@ -339,21 +339,31 @@ func (r *Router) convergeDue(ctx context.Context) int {
 	}
 	sem := make(chan struct{}, convergeParallel)
 	var wg sync.WaitGroup
+	attempted := 0
 	for _, it := range list {
 		if ctx.Err() != nil {
 			break
 		}
 		sem <- struct{}{}
+		// A convergence is shadow work: it runs in one of the router's
+		// MaxInflight slots, beside the shadow jobs. With none free the
+		// round ends; the rest stay due for the next one.
+		if !r.takeSlot() {
+			<-sem
+			break
+		}
+		attempted++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer r.freeSlot()
 			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority, it.gen)
 			r.settleDirty(it.ck, it.gen, res, err)
 		}()
 	}
 	wg.Wait()
-	return len(list)
+	return attempted
 }
 
 // convergeDirty converges one dirty cart in the cart's line, from the store

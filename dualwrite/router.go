@@ -89,7 +89,7 @@ type Router struct {
 	Logger Logger
 	Now    func() time.Time
 
-	inflight atomic.Int64 // shadow jobs holding one of MaxInflight slots
+	inflight atomic.Int64 // shadow jobs and background convergences holding one of MaxInflight slots
 	wg       sync.WaitGroup
 	pending  atomic.Int64 // shadow jobs in flight, for Wait
 	// mu guards epoch and carts: the admission of every operation.

@@ -216,10 +216,17 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 			continue // the SoT lost its count there: resync, not convergence
 		}
 		sem <- struct{}{}
+		// Shadow work, in one of the router's MaxInflight slots; a cart
+		// left for want of one is compared again by the next sweep.
+		if !r.takeSlot() {
+			<-sem
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer r.freeSlot()
 			prev, line := r.enqueue(ck)
 			if prev != nil {
 				<-prev
