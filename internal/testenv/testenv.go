@@ -9,7 +9,9 @@ package testenv
 
 import (
 	"context"
+	"database/sql"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +55,7 @@ func MustCreateDatabase(tb testing.TB) string {
 	RequireIntegration(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	roomForPools.Do(func() { makeRoomForPools(ctx, tb) })
 	db, err := scratch.CreateDatabase(ctx, RootDSN(), RandomName("tandem_test_"))
 	if err != nil {
 		tb.Fatalf("%v (is the server up? see README; TANDEM_TEST_MYSQL_DSN overrides it)", err)
@@ -65,6 +68,34 @@ func MustCreateDatabase(tb testing.TB) string {
 		}
 	})
 	return db.DSN
+}
+
+// testMaxConnections is the server's max_connections the suite needs: go
+// test runs two packages at once, and a package's test opens stores whose
+// pools each hold up to 32 connections (mysqlres.DefaultMaxOpenConns,
+// production's default), a few pods and instances at a time. MariaDB's
+// default of 151 is exhausted then ("Too many connections").
+const testMaxConnections = 600
+
+var roomForPools sync.Once
+
+// makeRoomForPools raises the test server's max_connections to
+// testMaxConnections when it is lower (SET GLOBAL: until the server
+// restarts), once per test binary. A user not allowed to is told why tests
+// may then fail to connect; nothing else changes.
+func makeRoomForPools(ctx context.Context, tb testing.TB) {
+	db, err := sql.Open("mysql", RootDSN())
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.max_connections").Scan(&n); err != nil || n >= testMaxConnections {
+		return
+	}
+	if _, err := db.ExecContext(ctx, "SET GLOBAL max_connections = ?", testMaxConnections); err != nil {
+		tb.Logf("testenv: the test server's max_connections is %d and could not be raised to %d (%v): tests that open several stores at once may fail with 'Too many connections'", n, testMaxConnections, err)
+	}
 }
 
 // MustRedis returns a client of the real Redis and a fresh key prefix
