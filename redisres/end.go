@@ -27,7 +27,7 @@ var _ tandem.Ender = (*Store)(nil)
 //
 // Answers {'ended'}, {'recorded'}, {'stale'} (the cart changed since the
 // caller read it) or {'claimed'}.
-const endSrc = `
+const endSrc = unholdLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
 if not cart[1] then
   if ARGV[2] ~= '' then
@@ -46,12 +46,7 @@ end
 if cart[1] ~= 'reserved' then
   return {'ended'}
 end
-local k = 3
-for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
-  redis.call('HINCRBY', KEYS[k], 'available', qty)
-  redis.call('HINCRBY', KEYS[k], 'held', -qty)
-  k = k + 1
-end
+unhold(cart[2])
 redis.call('HSET', KEYS[1], 'status', ARGV[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])

@@ -92,7 +92,7 @@ return {'ok', ARGV[2], encoded}
 // Answers {"notfound"}, {"stale"} (the cart changed since the caller read
 // it; read again), or {outcome, expires_at_ms, lines} with outcome one of
 // released, replay (released before), claimed, gone.
-const releaseSrc = `
+const releaseSrc = unholdLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
 if not cart[1] then
   return {'notfound'}
@@ -108,12 +108,7 @@ elseif status == 'released' then
 elseif status ~= 'reserved' or tonumber(cart[2]) <= tonumber(ARGV[2]) then
   return {'gone', cart[2], cart[3]}
 end
-local k = 3
-for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
-  redis.call('HINCRBY', KEYS[k], 'available', qty)
-  redis.call('HINCRBY', KEYS[k], 'held', -qty)
-  k = k + 1
-end
+unhold(cart[3])
 redis.call('HSET', KEYS[1], 'status', 'released')
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -175,7 +170,7 @@ return {'claimed', cart[2], status}
 //
 // Answers 1 (expired by this call), 0 (not due, or no longer active), -1
 // (stale: the cart changed since the caller read it).
-const expireSrc = `
+const expireSrc = unholdLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
 if cart[1] == 'claiming' then
   if tonumber(cart[2]) > tonumber(ARGV[2]) then
@@ -193,12 +188,7 @@ end
 if tonumber(cart[2]) > tonumber(ARGV[2]) then
   return 0
 end
-local k = 3
-for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
-  redis.call('HINCRBY', KEYS[k], 'available', qty)
-  redis.call('HINCRBY', KEYS[k], 'held', -qty)
-  k = k + 1
-end
+unhold(cart[3])
 redis.call('HSET', KEYS[1], 'status', 'expired')
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -226,6 +216,20 @@ redis.call('SADD', KEYS[2], ARGV[2])
 return {tostring(held), tostring(onHand - held), cur[2] or ''}
 `
 
+// unholdLua defines unhold(lines), shared by the scripts that end a hold:
+// each line's units go from held back to available on the position
+// counters KEYS[3..], one key per line in the lines' order.
+const unholdLua = `
+local function unhold(lines)
+  local k = 3
+  for item, qty, group in string.gmatch(lines, '(%d+):(%d+):(%d+)') do
+    redis.call('HINCRBY', KEYS[k], 'available', qty)
+    redis.call('HINCRBY', KEYS[k], 'held', -qty)
+    k = k + 1
+  end
+end
+`
+
 // discardSrc forgets a hold the source of truth refused: its units go back
 // to the counters and the cart is deleted, as if never reserved.
 //
@@ -233,7 +237,7 @@ return {tostring(held), tostring(onHand - held), cur[2] or ''}
 // ARGV[1] token, ARGV[2] the lines the caller read (to detect a change).
 //
 // Answers {'notfound'}, {'stale'}, {'claimed'} or {'discarded'}.
-const discardSrc = `
+const discardSrc = unholdLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
 if not cart[1] then
   return {'notfound'}
@@ -245,12 +249,7 @@ if cart[1] == 'claimed' or cart[1] == 'claiming' then
   return {'claimed'}
 end
 if cart[1] == 'reserved' then
-  local k = 3
-  for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
-    redis.call('HINCRBY', KEYS[k], 'available', qty)
-    redis.call('HINCRBY', KEYS[k], 'held', -qty)
-    k = k + 1
-  end
+  unhold(cart[2])
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[1])
