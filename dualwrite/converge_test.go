@@ -534,6 +534,12 @@ func TestConverge_RefusedHoldDiscardedDespiteCountDrift(t *testing.T) {
 	if _, err := p.redis.FollowOnHand(ctx, k, 2, 1); err != nil {
 		t.Fatal(err)
 	}
+	// The buyer's claim of the refused cart finds its copy suspect again
+	// (marked anew): the refusal is still known to the worker.
+	if res, err := p.Claim(ctx, 33, "refused"); tandem.ErrorCode(err) != tandem.ENOTFOUND {
+		t.Fatalf("claim of the refused cart: got %+v, %v, want not_found", res, err)
+	}
+	p.Wait()
 	unlock()
 	if _, err := p.Release(ctx, 33, "winner"); err != nil {
 		t.Fatal(err)

@@ -24,8 +24,9 @@ type dirtyEntry struct {
 	gen      uint64    // bumped by every mark; an attempt clears only its own
 	stored   bool      // the current mark is in the DirtyLog
 	cause    string
-	// refused is set when the latest mark is of a reserve the authority
-	// refused (markRefused): the authority's silence about the cart is then
+	// refused is set when the cart was marked for a reserve the authority
+	// refused (markRefused), and only suspect marks of that authority came
+	// after (markDirtyWith): the authority's silence about the cart is then
 	// an answer, and its copy elsewhere is discarded without first asking
 	// whether the authority lost its data (knows), as the shadow job's own
 	// convergence would have. A restart forgets it: the check then runs.
@@ -106,11 +107,14 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool
 		d.m[ck] = e
 	}
 	// A suspect copy stays suspect until converged, unless the cart's
-	// authority changes (tandem.DirtyCart.Suspect).
-	e.cart.Suspect = suspect || e.cart.Suspect && e.cart.Authority == authority
+	// authority changes (tandem.DirtyCart.Suspect); a refusal stays known
+	// through later suspect marks of the same authority (the copy found
+	// suspect again), not through any other mark.
+	same := e.cart.Authority == authority
+	e.refused = e.refused && same && suspect
+	e.cart.Suspect = suspect || e.cart.Suspect && same
 	e.cart.Authority = authority
 	e.cart.MarkedAt = r.Now().UTC()
-	e.refused = false
 	e.gen++
 	e.stored = false
 	e.cause = cause
