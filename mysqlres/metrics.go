@@ -14,6 +14,7 @@ type metrics struct {
 	collectors []prometheus.Collector
 
 	connHold   *prometheus.HistogramVec
+	admitWait  *prometheus.HistogramVec
 	retries    *prometheus.CounterVec
 	slowPath   prometheus.Counter
 	shortTrips prometheus.Counter
@@ -30,6 +31,11 @@ func newMetrics(reg prometheus.Registerer, db *sql.DB) (*metrics, error) {
 			Name:    "tandem_mysql_conn_hold_seconds",
 			Help:    "How long a flow of the MySQL engine holds a connection, from acquiring it to giving it back, by caller tag.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"conn_tag"}),
+		admitWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_mysql_admission_wait_seconds",
+			Help:    "How long a buyer flow of the MySQL engine (reserve, claim, release) waited in the engine's first-in-first-out admission before taking a connection, by caller tag.",
+			Buckets: []float64{0, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"conn_tag"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_mysql_tx_retries_total",
@@ -48,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, db *sql.DB) (*metrics, error) {
 			Help: "Units moved from the ledger's unpooled count into the unit pool.",
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.connHold, m.retries, m.slowPath, m.shortTrips, m.replenUnit, newDBStatsCollector(db)}
+	m.collectors = []prometheus.Collector{m.connHold, m.admitWait, m.retries, m.slowPath, m.shortTrips, m.replenUnit, newDBStatsCollector(db)}
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range m.collectors[:i] {
@@ -72,6 +78,12 @@ func (m *metrics) unregister() {
 func (m *metrics) observeHold(tag string, seconds float64) {
 	if m != nil {
 		m.connHold.WithLabelValues(tag).Observe(seconds)
+	}
+}
+
+func (m *metrics) observeAdmission(tag string, seconds float64) {
+	if m != nil {
+		m.admitWait.WithLabelValues(tag).Observe(seconds)
 	}
 }
 

@@ -63,6 +63,12 @@ type Store struct {
 	// MaxOpenConns bounds the engine's connection pool, at least 1;
 	// default 32.
 	MaxOpenConns int
+	// MaxInflight is how many buyer flows (reserve, claim, release) hold a
+	// connection at once, at least 1; the others queue for a slot first
+	// in, first out (see admission). 0 means MaxOpenConns - 1 (the last
+	// connection is the replenisher's and background work's), but at
+	// least 1. It is at most MaxOpenConns.
+	MaxInflight int
 	// Retention is how long an ended (claimed, released, expired)
 	// reservation is kept before PurgeEnded removes it, above zero;
 	// default 24h.
@@ -83,6 +89,8 @@ type Store struct {
 	mariadb bool
 	metrics *metrics
 	repl    *replenisher
+	// admission queues buyer flows for one of MaxInflight slots.
+	admission admission
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -124,12 +132,23 @@ func (s *Store) validate() error {
 		return tandem.Errorf(tandem.EINVALID, "mysql default TTL must be above zero, got %s", s.DefaultTTL)
 	case s.MaxOpenConns < 1:
 		return tandem.Errorf(tandem.EINVALID, "mysql max open connections must be at least 1, got %d", s.MaxOpenConns)
+	case s.MaxInflight < 0 || s.MaxInflight > s.MaxOpenConns:
+		return tandem.Errorf(tandem.EINVALID, "mysql max in-flight must be between 0 (default) and the max open connections (%d), got %d", s.MaxOpenConns, s.MaxInflight)
 	case s.Retention <= 0:
 		return tandem.Errorf(tandem.EINVALID, "mysql retention must be above zero, got %s", s.Retention)
 	case s.Now == nil || s.Logger == nil:
 		return tandem.Errorf(tandem.EINVALID, "mysql store needs a clock and a logger (NewStore sets both)")
 	}
 	return nil
+}
+
+// inflight is the admission's size: MaxInflight, or MaxOpenConns - 1 (at
+// least 1) when it is 0.
+func (s *Store) inflight() int {
+	if s.MaxInflight > 0 {
+		return s.MaxInflight
+	}
+	return max(s.MaxOpenConns-1, 1)
 }
 
 // baseConfig parses the DSN and sets what the engine relies on: times
@@ -211,6 +230,7 @@ func (s *Store) Open(ctx context.Context) error {
 		return err
 	}
 	s.db, s.metrics = db, m
+	s.admission = newAdmission(s.inflight())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.repl = newReplenisher(s)
 	s.wg.Add(1)

@@ -556,19 +556,7 @@ func reserveMany(t *testing.T, s *mysqlres.Store, reqs []tandem.ReserveRequest) 
 
 func TestConcurrency(t *testing.T) {
 	t.Run("HotItemExactCounts", func(t *testing.T) {
-		s := MustOpenStore(t)
-		mustSetOnHand(t, s, key(100, 1), 100)
-		reqs := make([]tandem.ReserveRequest, 300)
-		for i := range reqs {
-			reqs[i] = reserve1(fmt.Sprintf("c-%d", i), 100, 1, 1)
-		}
-		counts := reserveMany(t, s, reqs)
-		if counts["ok"] != 100 || counts[tandem.EINSUFFICIENT] != 200 {
-			t.Fatalf("got %v, want 100 ok and 200 insufficient", counts)
-		}
-		if c := mustCounters(t, s, key(100, 1)); c.Reserved != 100 || c.Available != 0 {
-			t.Fatalf("got %+v, want reserved 100 available 0", c)
-		}
+		mustSellOutExactly(t, MustOpenStore(t), 100, 300)
 	})
 	t.Run("TwoLineCartsScarceItem", func(t *testing.T) {
 		s := MustOpenStore(t)
@@ -630,6 +618,25 @@ func TestConcurrency(t *testing.T) {
 			t.Fatalf("got %v, want the reserve to wait for the locked unit and succeed", err)
 		}
 	})
+}
+
+// mustSellOutExactly stocks stock units of item 100 and sends buyers
+// concurrent one-unit reserves: exactly stock of them must succeed, the rest
+// be refused, and the item end sold out.
+func mustSellOutExactly(t *testing.T, s *mysqlres.Store, stock int64, buyers int) {
+	t.Helper()
+	mustSetOnHand(t, s, key(100, 1), stock)
+	reqs := make([]tandem.ReserveRequest, buyers)
+	for i := range reqs {
+		reqs[i] = reserve1(fmt.Sprintf("c-%d", i), 100, 1, 1)
+	}
+	counts := reserveMany(t, s, reqs)
+	if counts["ok"] != int(stock) || counts[tandem.EINSUFFICIENT] != buyers-int(stock) {
+		t.Fatalf("got %v, want %d ok and %d insufficient", counts, stock, buyers-int(stock))
+	}
+	if c := mustCounters(t, s, key(100, 1)); c.Reserved != stock || c.Available != 0 {
+		t.Fatalf("got %+v, want reserved %d available 0", c, stock)
+	}
 }
 
 // waitForLockWait waits until the slow reserve of s's database runs its

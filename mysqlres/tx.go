@@ -63,8 +63,13 @@ func (s *Store) withTx(ctx context.Context, tag string, fn func(tx *sql.Tx) erro
 }
 
 func (s *Store) txOnce(ctx context.Context, tag string, fn func(tx *sql.Tx) error) error {
+	leave, err := s.admit(ctx, tag)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	var acquired time.Time
-	err := mysqlx.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err = mysqlx.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		acquired = time.Now()
 		return fn(tx)
 	})
@@ -161,6 +166,11 @@ func (s *Store) withBatchTx(ctx context.Context, tag string, fn func(b *batchTx)
 }
 
 func (s *Store) batchOnce(ctx context.Context, tag string, fn func(b *batchTx) error) error {
+	leave, err := s.admit(ctx, tag)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -191,6 +201,11 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 	if s.db == nil {
 		return errNotOpen
 	}
+	leave, err := s.admit(ctx, tag)
+	if err != nil {
+		return translate(tag, err)
+	}
+	defer leave()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return translate(tag, err)
@@ -200,6 +215,20 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 	conn.Close()
 	s.metrics.observeHold(tag, time.Since(acquired).Seconds())
 	return translate(tag, err)
+}
+
+// admit takes a slot of the store's admission for a buyer flow (tag); the
+// returned func gives it back. Other flows pass straight through.
+func (s *Store) admit(ctx context.Context, tag string) (func(), error) {
+	if s.admission == nil || !admitted(tag) {
+		return func() {}, nil
+	}
+	waited, err := s.admission.enter(ctx)
+	s.metrics.observeAdmission(tag, waited.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	return s.admission.leave, nil
 }
 
 // isDuplicate reports whether err is a duplicate-key error.

@@ -41,6 +41,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	shops := fs.Int("shops", 1, "shops the carts are spread over (on a Redis Cluster, each shop is a hash slot)")
 	poolCap := fs.Int("pool-cap", 1000, "unit rows per position in the MySQL engine")
 	maxConns := fs.Int("mysql-max-conns", 64, "connection pool of the mysql engine and of the naive baseline, at most the concurrency (the server's max_connections is shared)")
+	maxInflight := fs.Int("mysql-max-inflight", 0, "reserves the mysql engine runs at once, the others queued first in, first out (0: the engine's default, its pool less one)")
 	js := fs.Bool("json", false, "print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, driver and latency proxy) to this `FILE`")
 	if err := parseArgs(fs, args, benchEngineSynopsis, benchEngineSummary, stdout); err != nil {
@@ -58,7 +59,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		defer pprof.StopCPUProfile()
 	}
 	b := bench.Engine{Items: *items, CartSize: *cartSize, Duration: *dur, MySQLLatency: *lat,
-		MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, *rcluster), Shops: *shops, PoolCap: *poolCap, MaxConns: *maxConns}
+		MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, *rcluster), Shops: *shops, PoolCap: *poolCap, MaxConns: *maxConns, MaxInflight: *maxInflight}
 	var err error
 	if b.Concurrency, err = parseInts(*conc); err != nil {
 		fmt.Fprintln(stderr, "--concurrency:", err)
@@ -73,8 +74,8 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 			return errUsage
 		}
 	}
-	if b.Items < 1 || b.CartSize < 1 || b.Duration <= 0 || b.MySQLLatency < 0 || b.MaxConns < 1 || b.Shops < 1 {
-		fmt.Fprintln(stderr, "--items, --cart-size, --duration, --shops and --mysql-max-conns must be positive")
+	if b.Items < 1 || b.CartSize < 1 || b.Duration <= 0 || b.MySQLLatency < 0 || b.MaxConns < 1 || b.Shops < 1 || b.MaxInflight < 0 {
+		fmt.Fprintln(stderr, "--items, --cart-size, --duration, --shops and --mysql-max-conns must be positive, --mysql-max-inflight not negative")
 		return errUsage
 	}
 	run := startBenchRun("engine", args)

@@ -99,6 +99,10 @@ type PodConfig struct {
 	RedisCluster      bool     `yaml:"redis_cluster"`
 	RedisAddrs        []string `yaml:"redis_addrs"`
 	MySQLMaxOpenConns int      `yaml:"mysql_max_open_conns"`
+	// MySQLMaxInflight is how many reserves, claims and releases hold a
+	// MySQL connection at once, the rest queued first in, first out
+	// (mysqlres.Store.MaxInflight); 0 means the pool less one.
+	MySQLMaxInflight int `yaml:"mysql_max_inflight"`
 	// RedisPrefix starts every Redis key of the pod (default "tandem:<name>:").
 	RedisPrefix string `yaml:"redis_prefix"`
 
@@ -324,6 +328,9 @@ func (c *Config) validatePods() error {
 		}
 		if p.MySQLMaxOpenConns < 1 || p.MySQLMaxOpenConns > 1000 {
 			return bad(key+".mysql_max_open_conns", "must be 1..1000")
+		}
+		if p.MySQLMaxInflight < 0 || p.MySQLMaxInflight > p.MySQLMaxOpenConns {
+			return bad(key+".mysql_max_inflight", "must be 0 (the pool less one) to mysql_max_open_conns (%d), got %d", p.MySQLMaxOpenConns, p.MySQLMaxInflight)
 		}
 	}
 	return nil

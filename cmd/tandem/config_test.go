@@ -77,6 +77,7 @@ func TestParseConfig(t *testing.T) {
 		{"BadDSN", `"root@tcp(127.0.0.1:3306)/tandem_pod_b"`, `"not a dsn"`, "pods[1].mysql_dsn"},
 		{"BadRate", "gate_max_divergence_rate: 0.001", "gate_max_divergence_rate: 2", "rollout.gate_max_divergence_rate"},
 		{"BadInflight", "max_inflight: 256", "max_inflight: 0", "shadow.max_inflight"},
+		{"MySQLInflightAbovePool", "mysql_max_open_conns: 32", "mysql_max_open_conns: 32\n    mysql_max_inflight: 33", "pods[0].mysql_max_inflight"},
 		{"BadListen", "listen: 127.0.0.1:8080", "listen: nowhere", "listen"},
 		{"NoPods", exampleConfig[strings.Index(exampleConfig, "pods:"):], "", "pods"},
 	}

@@ -22,7 +22,7 @@ const usage = `usage:
   tandem bench engine [--stores redis,mysql,naive] [--items 1] [--cart-size 1] [--concurrency 1,8,32,128]
                       [--duration 8s] [--mysql-latency 0] [--mysql-dsn DSN] [--redis-addr ADDR] [--json]
                       [--redis-cluster HOST:PORT,...] [--shops 1]
-                      [--pool-cap 1000] [--mysql-max-conns 64] [--cpuprofile FILE]
+                      [--pool-cap 1000] [--mysql-max-conns 64] [--mysql-max-inflight 0] [--cpuprofile FILE]
   tandem bench http [--config FILE] [--modes redis,shadow,mysql] [--concurrency 32] [--rate 0] [--duration 8s]
                     [--warmup D] [--items 1] [--cart-size 1] [--shop 1] [--pod POD] [--mysql-dsn DSN]
                     [--redis-addr ADDR] [--cpuprofile FILE] [--json]

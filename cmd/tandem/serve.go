@@ -387,6 +387,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.mysql.PoolCap = cfg.Reservation.PoolCap
 	p.mysql.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.mysql.MaxOpenConns = pc.MySQLMaxOpenConns
+	p.mysql.MaxInflight = pc.MySQLMaxInflight
 	p.mysql.Logger = m.Logger.With(zap.String("pod", pc.Name))
 	p.mysql.Registerer = reg
 	if err := p.mysql.Migrate(ctx); err != nil {

@@ -45,6 +45,9 @@ type Engine struct {
 	// connection pool of mysql and naive, at most the concurrency.
 	PoolCap  int
 	MaxConns int
+	// MaxInflight is the mysql engine's admission (mysqlres.Store's
+	// MaxInflight), at most its pool; 0 is the engine's default.
+	MaxInflight int
 }
 
 // cart returns the lines of a bench cart: cartSize units over
@@ -99,6 +102,15 @@ type engineCell struct {
 	close   func()
 }
 
+// inflight is the mysql engine's admission at concurrency c: MaxInflight,
+// or the engine's default (its pool less the replenisher's connection).
+func (b *Engine) inflight(c int) int {
+	if b.MaxInflight > 0 {
+		return min(b.MaxInflight, min(c, b.MaxConns)+1)
+	}
+	return min(c, b.MaxConns)
+}
+
 // open opens and stocks store name for a cell of concurrency c on the
 // shops shop(i), i < b.Shops.
 func (b *Engine) open(ctx context.Context, e *env, name string, c int, shop func(int) int64) (*engineCell, error) {
@@ -121,6 +133,7 @@ func (b *Engine) open(ctx context.Context, e *env, name string, c int, shop func
 	ms.PoolCap = b.PoolCap
 	// The replenisher needs a connection of its own beside the reserves.
 	ms.MaxOpenConns = min(c, b.MaxConns) + 1
+	ms.MaxInflight = b.inflight(c)
 	cell := &engineCell{reg: prometheus.NewRegistry()}
 	ms.Registerer = cell.reg
 	if err := ms.Open(ctx); err != nil {
@@ -184,6 +197,9 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 	}
 	res := Result{Suite: "engine", Store: name, Items: b.Items, CartSize: b.CartSize, Concurrency: c,
 		MySQLLatencyMS: float64(b.MySQLLatency.Microseconds()) / 1000, MySQLRoundTripMS: e.rttMS, MaxConns: min(c, b.MaxConns)}
+	if name == "mysql" {
+		res.MaxInflight = b.inflight(c)
+	}
 	st, err := b.open(ctx, e, name, c, shop)
 	if err != nil {
 		return res, err

@@ -22,15 +22,18 @@ type Result struct {
 	MySQLLatencyMS float64 `json:"mysql_latency_ms"`
 	// MySQLRoundTripMS is the round trip measured through the latency
 	// proxy (median of SELECT 1 on one connection), when there is one.
-	MySQLRoundTripMS float64            `json:"mysql_round_trip_ms,omitempty"`
-	MaxConns         int                `json:"mysql_max_conns,omitempty"`
-	OpsPerSec        float64            `json:"ops_per_sec"`
-	P50MS            float64            `json:"p50_ms"`
-	P99MS            float64            `json:"p99_ms"`
-	P999MS           float64            `json:"p999_ms"`
-	Errors           int64              `json:"errors"`
-	Refused          int64              `json:"refused"`
-	ConnHoldMS       map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
+	MySQLRoundTripMS float64 `json:"mysql_round_trip_ms,omitempty"`
+	MaxConns         int     `json:"mysql_max_conns,omitempty"`
+	// MaxInflight is the mysql engine's admission: how many reserves it
+	// ran at once, the others queued first in, first out.
+	MaxInflight int                `json:"mysql_max_inflight,omitempty"`
+	OpsPerSec   float64            `json:"ops_per_sec"`
+	P50MS       float64            `json:"p50_ms"`
+	P99MS       float64            `json:"p99_ms"`
+	P999MS      float64            `json:"p999_ms"`
+	Errors      int64              `json:"errors"`
+	Refused     int64              `json:"refused"`
+	ConnHoldMS  map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
 	// SlowPath counts the MySQL reserves that left the SKIP LOCKED fast path
 	// for the ledger-locked slow path; Retries the transactions rerun after
 	// a deadlock or lock-wait timeout.

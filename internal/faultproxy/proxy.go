@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,11 +149,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	queue := make(chan chunk, 1024)
 	go func() {
 		defer close(queue)
+		// One read buffer; each chunk keeps a copy of just what was read
+		// (a few hundred bytes for most packets), not a buffer of its own.
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
-				queue <- chunk{at: time.Now().Add(time.Duration(p.delay.Load())), data: buf[:n]}
+				queue <- chunk{at: time.Now().Add(time.Duration(p.delay.Load())), data: slices.Clone(buf[:n])}
 			}
 			if err != nil {
 				return
