@@ -261,10 +261,10 @@ func (r *Router) work(ctx context.Context) {
 			r.flushDirty(ctx)
 		}
 		if !time.Now().Before(nextSweep) && !r.copying.Load() {
-			nextSweep = time.Now().Add(r.SweepInterval)
-			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+			if _, err := r.Sweep(tandem.WithPace(ctx, r.SweepDuty)); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
 			}
+			nextSweep = time.Now().Add(r.SweepInterval)
 		}
 	}
 }

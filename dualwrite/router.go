@@ -44,6 +44,7 @@ const (
 	DefaultTTL            = 10 * time.Minute
 	DefaultBackfillFollow = 10 * time.Second
 	DefaultSweepInterval  = 5 * time.Second
+	DefaultSweepDuty      = 0.25
 )
 
 // Router is one pod's dual-write router. Build it with NewRouter, set the
@@ -80,6 +81,13 @@ type Router struct {
 	// SweepInterval is how often the anti-entropy sweep compares the two
 	// stores hold by hold and converges what differs (default 5s).
 	SweepInterval time.Duration
+	// SweepDuty paces the periodic sweep: its listings of every hold and
+	// its convergence of what differs run in pages, each followed by a
+	// rest, so that they keep the stores and this process busy at most
+	// this fraction of the time (tandem.WithPace), 0 < SweepDuty <= 1
+	// (default 0.25; 1 sweeps at full speed). The next sweep starts
+	// SweepInterval after one ends.
+	SweepDuty float64
 	// Dirty keeps the pod's dirty carts across restarts (optional: without
 	// it they live in memory, and the sweep finds them after a restart).
 	Dirty tandem.DirtyLog
@@ -164,6 +172,7 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.Reservation
 		DefaultTTL:     DefaultTTL,
 		BackfillFollow: DefaultBackfillFollow,
 		SweepInterval:  DefaultSweepInterval,
+		SweepDuty:      DefaultSweepDuty,
 		Now:            time.Now,
 		Logger:         nopLogger{},
 		carts:          make(map[cartKey]*cartOrder),
@@ -190,6 +199,9 @@ func (r *Router) defaults() {
 	}
 	if r.SweepInterval <= 0 {
 		r.SweepInterval = DefaultSweepInterval
+	}
+	if r.SweepDuty <= 0 || r.SweepDuty > 1 {
+		r.SweepDuty = DefaultSweepDuty
 	}
 	if r.Now == nil {
 		r.Now = time.Now

@@ -200,6 +200,38 @@ func TestRouter_ShadowRepair(t *testing.T) {
 			t.Errorf("shadow's copy of the buyer: got %+v, %v, want reserved", got, err)
 		}
 	})
+	t.Run("PacedSweepConvergesManyCarts", func(t *testing.T) {
+		// More differing carts than the sweep converges in one round:
+		// the periodic sweep, paced (SweepDuty), rests between its
+		// rounds and pages and still mends every one.
+		p := mustOpenPod(t, tandem.ModeShadow)
+		if p.SweepDuty != dualwrite.DefaultSweepDuty || p.SweepDuty >= 1 {
+			t.Fatalf("the pod sweeps with duty %v, want the paced default", p.SweepDuty)
+		}
+		k := tandem.Key{ShopID: 5, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 100); err != nil {
+			t.Fatal(err)
+		}
+		const sneaks = 40
+		for i := range sneaks {
+			if _, err := p.mysql.Reserve(ctx, cart(fmt.Sprintf("sneak-%02d", i), 5, one(1, 1, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.mustConverge(t)
+		drifted := map[string]bool{}
+		for _, d := range p.rec.divergences() {
+			if d.Kind == tandem.KindStateDrift {
+				drifted[d.CartToken] = true
+			}
+		}
+		if len(drifted) != sneaks {
+			t.Fatalf("the sweep reported %d carts as drift, want all %d", len(drifted), sneaks)
+		}
+		if got := p.counters(t, p.mysql, k); got.Reserved != 0 || got.Available != 100 {
+			t.Fatalf("mysql after the sweep: got %+v, want nothing held", got)
+		}
+	})
 	t.Run("ShadowGrantsWhatSoTRefuses", func(t *testing.T) {
 		p := mustOpenPod(t, tandem.ModeShadow)
 		k := tandem.Key{ShopID: 6, ItemID: 1, GroupID: 1}

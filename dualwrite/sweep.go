@@ -207,6 +207,10 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, convergeParallel)
+	// A paced sweep (tandem.WithPace) converges convergeParallel carts at a
+	// time and rests after each round.
+	paced := tandem.Paced(ctx)
+	round, roundStart := 0, time.Now()
 	for _, c := range carts {
 		ck := cartKey{c.ShopID, c.CartToken}
 		if r.isDirty(ck) {
@@ -215,6 +219,14 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 		if touches(c, lost) {
 			continue // the SoT lost its count there: resync, not convergence
 		}
+		if paced && round == convergeParallel {
+			wg.Wait()
+			if tandem.Pace(ctx, roundStart) != nil {
+				break // stopping: the next sweep compares again
+			}
+			round, roundStart = 0, time.Now()
+		}
+		round++
 		sem <- struct{}{}
 		// Shadow work, in one of the router's MaxInflight slots; a cart
 		// left for want of one is compared again by the next sweep.

@@ -161,6 +161,7 @@ func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 	var out []tandem.Reservation
 	var after *holdsCursor
 	for {
+		start := time.Now()
 		page, last, err := s.activeHoldsAfter(ctx, after)
 		if err != nil {
 			return nil, err
@@ -170,6 +171,9 @@ func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 			break
 		}
 		after = last
+		if err := tandem.Pace(ctx, start); err != nil {
+			return nil, translate(tagAudit, err)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b tandem.Reservation) int {
 		if a.ShopID != b.ShopID {

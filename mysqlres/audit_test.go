@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,12 @@ func TestAuditReadsActiveRows(t *testing.T) {
 			holds, err := s.ActiveHolds(ctx)
 			if err != nil || len(holds) != tc.active {
 				t.Fatalf("ActiveHolds got %d holds, %v, want %d", len(holds), err, tc.active)
+			}
+			// Paced (the sweep's listing), the pages rest in between and
+			// read the same holds.
+			paced, err := s.ActiveHolds(tandem.WithPace(ctx, 0.5))
+			if err != nil || !reflect.DeepEqual(paced, holds) {
+				t.Fatalf("paced ActiveHolds got %d holds, %v; want the %d of the listing at full speed", len(paced), err, len(holds))
 			}
 			if c := mustCounters(t, s, hot); c.Reserved != int64(tc.active-20) || c.Available != onHand-int64(tc.active-20) {
 				t.Fatalf("got %+v, want reserved %d", c, tc.active-20)

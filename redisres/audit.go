@@ -411,6 +411,7 @@ func (s *Store) activeCarts(ctx context.Context, shops []int64) ([]shopCart, err
 		pending[i] = scan{shop: shop}
 	}
 	for len(pending) > 0 {
+		start := time.Now()
 		round := pending[:min(listBatch, len(pending))]
 		cmds := make([]*redis.ScanCmd, len(round))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -433,6 +434,11 @@ func (s *Store) activeCarts(ctx context.Context, shops []int64) ([]shopCart, err
 			}
 		}
 		pending = append(next, pending[len(round):]...)
+		if len(pending) > 0 {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate("list holds", err)
+			}
+		}
 	}
 	var out []shopCart
 	for _, shop := range shops {
@@ -454,7 +460,14 @@ var cartFields = []string{"status", "fp", "expires_at_ms", "lines"}
 // Redis does not know.
 func (s *Store) readCarts(ctx context.Context, carts []shopCart) ([]*cart, error) {
 	out := make([]*cart, len(carts))
+	var start time.Time
 	for lo := 0; lo < len(carts); lo += listBatch {
+		if lo > 0 {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate("read carts", err)
+			}
+		}
+		start = time.Now()
 		batch := carts[lo:min(lo+listBatch, len(carts))]
 		cmds := make([]*redis.SliceCmd, len(batch))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

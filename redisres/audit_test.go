@@ -267,6 +267,11 @@ func TestStore_ActiveHoldsInBatches(t *testing.T) {
 	if hook.maxRound > 500 {
 		t.Errorf("ActiveHolds: got a round trip of %d commands, want at most 500", hook.maxRound)
 	}
+	// Paced (the sweep's listing), the round trips rest in between and
+	// read the same holds.
+	if paced, err := e.ActiveHolds(tandem.WithPace(ctx, 0.5)); err != nil || !reflect.DeepEqual(paced, got) {
+		t.Fatalf("paced ActiveHolds got %d holds, %v; want the %d of the listing at full speed", len(paced), err, len(got))
+	}
 	for _, name := range []string{"keys", "zrange", "multi"} {
 		if hook.names[name] {
 			t.Errorf("ActiveHolds: got a %s command, want none (the listing scans: ZSCAN, pipelined HMGET)", strings.ToUpper(name))
