@@ -41,7 +41,7 @@ benchmarks:
 	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 1,8,32,128 --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
 	$(BIN)/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
 	$(BIN)/tandem bench http --modes redis,shadow,mysql --concurrency 32 --duration 5s --json > artifacts/bench-http-closed.json
-	$(BIN)/tandem bench http --modes redis,shadow --rate-of-mysql 0.5 --concurrency 32 --duration 5s --json > artifacts/bench-http-half-mysql.json
+	$(BIN)/tandem bench http --modes redis,shadow --rate-of-mysql 0.5 --repeat 3 --concurrency 32 --duration 5s --json > artifacts/bench-http-half-mysql.json
 	$(BIN)/tandem bench http --modes redis --concurrency 1 --compare-engine --duration 5s --json > artifacts/bench-http-c1.json
 	$(BIN)/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
 	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --json > artifacts/bench-backfill.json

@@ -26,6 +26,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	rate := fs.Float64("rate", 0, "offered reserves per second, open loop (0: closed loop)")
 	rateOfMySQL := fs.Float64("rate-of-mysql", 0, "measure mysql mode's closed-loop capacity at --concurrency first, then run --modes open loop at this fraction of it (at most max(256, 8 x --concurrency) in flight); 0: off")
 	compare := fs.Bool("compare-engine", false, "also measure the raw redis engine at --concurrency and print the p50 that HTTP adds in redis mode")
+	repeat := fs.Int("repeat", 1, "measure --modes this many rounds, interleaved (redis, shadow, redis, shadow, ...): a p99 read from one cell of a few seconds moves with whatever else the machine does then, and `bench report` judges the median of the rounds")
 	dur := fs.Duration("duration", 8*time.Second, "measured duration of each cell")
 	warmup := fs.Duration("warmup", -1, "unmeasured load before each cell (default: a quarter of --duration, at most 1s)")
 	items := fs.Int("items", 1, "items the load is spread over (1: one hot item)")
@@ -57,7 +58,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	b := bench.HTTP{Start: startBenchServer, Concurrency: *conc, Rate: *rate, Duration: *dur, Warmup: *warmup,
 		Items: *items, CartSize: *cartSize, Shop: *shop, Pod: *pod, MySQLDSN: *dsn, Redis: rt, CPUProfile: *cpu,
-		RateOfMySQL: *rateOfMySQL, CompareEngine: *compare}
+		RateOfMySQL: *rateOfMySQL, CompareEngine: *compare, Repeat: *repeat}
 	for _, m := range strings.Split(*modes, ",") {
 		md := tandem.Mode(strings.TrimSpace(m))
 		if !md.Valid() {
@@ -66,8 +67,8 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		b.Modes = append(b.Modes, md)
 	}
-	if b.Concurrency < 1 || b.Items < 1 || b.CartSize < 1 || b.Duration <= 0 || b.Rate < 0 || b.Shop < 1 {
-		fmt.Fprintln(stderr, "--concurrency, --items, --cart-size, --duration and --shop must be positive, --rate >= 0")
+	if b.Concurrency < 1 || b.Items < 1 || b.CartSize < 1 || b.Duration <= 0 || b.Rate < 0 || b.Shop < 1 || b.Repeat < 1 {
+		fmt.Fprintln(stderr, "--concurrency, --items, --cart-size, --duration, --shop and --repeat must be positive, --rate >= 0")
 		return errUsage
 	}
 	if b.RateOfMySQL < 0 || b.RateOfMySQL > 0 && b.Rate > 0 {

@@ -26,7 +26,7 @@ const usage = `usage:
   tandem bench http [--config FILE] [--modes redis,shadow,mysql] [--concurrency 32] [--rate 0] [--duration 8s]
                     [--warmup D] [--items 1] [--cart-size 1] [--shop 1] [--pod POD] [--mysql-dsn DSN]
                     [--redis-addr ADDR] [--cpuprofile FILE] [--json]
-                    [--redis-cluster HOST:PORT,...] [--rate-of-mysql F] [--compare-engine]
+                    [--redis-cluster HOST:PORT,...] [--rate-of-mysql F] [--repeat 1] [--compare-engine]
   tandem bench http --killswitch N [--redis-cluster HOST:PORT,...] [--json]
                     (kill switch propagation between two in-process instances)
   tandem bench backfill [--holds 50000] [--shops 200] [--rate 400] [--warmup 2s] [--mysql-dsn DSN]

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // figure is one target of issue 14 against what the runs measured.
@@ -158,7 +160,7 @@ func holdFigure(runs []ReportRun, latMS float64) figure {
 // run: no shadow operation dropped or timed out, and the buyers' p99.
 func shadowFigures(runs []ReportRun) []figure {
 	for _, r := range runs {
-		var shadow, redis *HTTPResult
+		var shadow, redis []*HTTPResult
 		capacityKilled := false
 		for i := range r.Cells {
 			c := &r.Cells[i]
@@ -170,27 +172,47 @@ func shadowFigures(runs []ReportRun) []figure {
 			}
 			switch c.Mode {
 			case "shadow":
-				shadow = c
+				shadow = append(shadow, c)
 			case "redis":
-				redis = c
+				redis = append(redis, c)
 			}
 		}
-		if shadow == nil || redis == nil {
+		if len(shadow) == 0 || len(redis) == 0 {
 			continue
 		}
-		at := fmt.Sprintf("shadow mode at %.2f x mysql mode's capacity (%.0f of %.0f ops/s, open loop)", shadow.RateOfMySQL, shadow.Rate, shadow.MySQLCapacity)
+		first := shadow[0]
+		at := fmt.Sprintf("shadow mode at %.2f x mysql mode's capacity (%.0f of %.0f ops/s, open loop)", first.RateOfMySQL, first.Rate, first.MySQLCapacity)
 		// An automatic abort during the capacity cell served part of it
 		// from Redis: the capacity, hence the rate, is over-estimated.
 		note := ""
 		if capacityKilled {
 			note = "; the mysql cell's kill switch engaged, so its capacity is over-estimated"
 		}
-		x := ratio(shadow.P99MS, redis.P99MS)
+		var drops, timeouts int64
+		for _, c := range shadow {
+			drops += c.ShadowDrops
+			timeouts += c.ShadowTimeouts
+		}
+		// With --repeat, each mode ran several interleaved rounds: their
+		// medians are compared, and every round is listed.
+		p99s := func(cells []*HTTPResult) []float64 {
+			out := make([]float64, len(cells))
+			for i, c := range cells {
+				out[i] = c.P99MS
+			}
+			return out
+		}
+		sp, rp := median(p99s(shadow)), median(p99s(redis))
+		x := ratio(sp, rp)
+		measured := fmt.Sprintf("%.2fx (%.1f / %.1f ms; %s%s)", x, sp, rp, r.File, note)
+		if len(shadow) > 1 || len(redis) > 1 {
+			measured = fmt.Sprintf("%.2fx (medians of %d and %d interleaved rounds: %.1f / %.1f ms; the rounds' p99s: shadow %s, redis %s; %s%s)",
+				x, len(shadow), len(redis), sp, rp, msList(p99s(shadow)), msList(p99s(redis)), r.File, note)
+		}
 		return []figure{
-			judged(at+": dropped / timed-out shadow operations", fmt.Sprintf("%d / %d (%s%s)", shadow.ShadowDrops, shadow.ShadowTimeouts, r.File, note),
-				"0 / 0", shadow.ShadowDrops == 0 && shadow.ShadowTimeouts == 0),
-			judged(at+": buyer p99 / redis mode's", fmt.Sprintf("%.2fx (%.1f / %.1f ms; %s%s)", x, shadow.P99MS, redis.P99MS, r.File, note),
-				"<= 1.5x", x <= 1.5),
+			judged(at+": dropped / timed-out shadow operations", fmt.Sprintf("%d / %d (%s%s%s)", drops, timeouts, cellsOf(len(shadow)), r.File, note),
+				"0 / 0", drops == 0 && timeouts == 0),
+			judged(at+": buyer p99 / redis mode's", measured, "<= 1.5x", x <= 1.5),
 		}
 	}
 	const needs = "a bench http --rate-of-mysql run with redis and shadow"
@@ -198,6 +220,37 @@ func shadowFigures(runs []ReportRun) []figure {
 		noData("shadow mode at half of mysql mode's capacity: dropped / timed-out shadow operations", "0 / 0", needs),
 		noData("shadow mode at half of mysql mode's capacity: buyer p99 / redis mode's", "<= 1.5x", needs),
 	}
+}
+
+// median is the median of xs (the mean of the middle two for an even
+// count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// cellsOf says how many cells a figure sums, when more than one.
+func cellsOf(n int) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%d cells; ", n)
+}
+
+// msList prints milliseconds as "5.5, 6.4, 8.1".
+func msList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // addedP50Figure is what HTTP adds to the raw redis engine's p50 at C=1

@@ -50,6 +50,10 @@ type HTTP struct {
 	// CompareEngine also measures the raw redis engine at Concurrency, and
 	// gives each closed-loop redis cell the p50 that HTTP adds to it.
 	CompareEngine bool
+	// Repeat measures Modes this many rounds (at least 1), interleaved:
+	// every mode once, then every mode again. Each cell is reported with
+	// its round; the report judges the median of a mode's rounds.
+	Repeat int
 	// Duration is each cell's measured load, after Warmup unmeasured.
 	Duration time.Duration
 	Warmup   time.Duration
@@ -89,6 +93,9 @@ type HTTPResult struct {
 	// run; AddedP50MS the p50 the service adds over it.
 	EngineP50MS float64 `json:"engine_p50_ms,omitempty"`
 	AddedP50MS  float64 `json:"added_p50_ms,omitempty"`
+	// Round is the cell's round of a run with --repeat (1, 2, ...); 0 in a
+	// run of one round.
+	Round int `json:"round,omitempty"`
 }
 
 // PrintHTTPResults prints the engine bench's table plus a shadow line per
@@ -235,15 +242,20 @@ func (b *HTTP) runCells(ctx context.Context, progress io.Writer) ([]HTTPResult, 
 			return results, errors.New("mysql mode served nothing: no capacity to take a fraction of")
 		}
 	}
-	for _, mode := range b.Modes {
-		l := open
-		l.mode = mode
-		r, err := measure(l)
-		if err != nil {
-			return results, err
-		}
-		if b.RateOfMySQL > 0 {
-			r.RateOfMySQL, r.MySQLCapacity = b.RateOfMySQL, results[0].OpsPerSec
+	for round := 1; round <= max(b.Repeat, 1); round++ {
+		for _, mode := range b.Modes {
+			l := open
+			l.mode = mode
+			r, err := measure(l)
+			if err != nil {
+				return results, err
+			}
+			if b.RateOfMySQL > 0 {
+				r.RateOfMySQL, r.MySQLCapacity = b.RateOfMySQL, results[0].OpsPerSec
+			}
+			if b.Repeat > 1 {
+				r.Round = round
+			}
 			results[len(results)-1] = r
 		}
 	}

@@ -119,6 +119,9 @@ func writeRun(b *strings.Builder, r ReportRun) {
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Cells {
 			name, hold, shadow, lost := c.Store+c.Mode, "-", "-", "-"
+			if c.Round > 0 {
+				name += fmt.Sprintf(" (round %d)", c.Round)
+			}
 			if m, ok := c.ConnHoldMS["reserve"]; ok {
 				hold = fmt.Sprintf("%.2f / %.2f", m, c.ConnHoldP99MS["reserve"])
 			}

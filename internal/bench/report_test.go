@@ -1,6 +1,8 @@
 package bench_test
 
 import (
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,6 +158,62 @@ func TestReportCapacityCellKilled(t *testing.T) {
 	row = figureRow(t, bench.Report(mustRuns(t, "http-half.json")), "shadow mode at 0.50 x mysql mode's capacity (248 of 497 ops/s, open loop): dropped / timed-out shadow operations")
 	if strings.Contains(row, "over-estimated") {
 		t.Errorf("got row %q for a run without the kill switch, want no note", row)
+	}
+}
+
+// TestReportRepeatedRounds judges the shadow figures of a --repeat run from
+// all of its rounds: drops summed, p99s compared as medians, every round's
+// p99 listed.
+func TestReportRepeatedRounds(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "http-half.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []map[string]any `json:"results"`
+		Run     map[string]any   `json:"run"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// Three rounds of redis and shadow after the capacity cell: the
+	// middle shadow round drops one operation, the first redis round is
+	// an outlier.
+	capacity, redis, shadow := doc.Results[0], doc.Results[1], doc.Results[2]
+	results := []map[string]any{capacity}
+	for i, p99 := range [][2]float64{{30, 8}, {6, 9}, {5, 7}} {
+		r, s := maps.Clone(redis), maps.Clone(shadow)
+		r["round"], s["round"] = i+1, i+1
+		r["p99_ms"], s["p99_ms"] = p99[0], p99[1]
+		if i == 1 {
+			s["shadow_drops"] = 1
+		}
+		results = append(results, r, s)
+	}
+	doc.Results = results
+	repeated, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := bench.ParseRun("http-rounds.json", repeated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := bench.Report([]bench.ReportRun{run})
+	at := "shadow mode at 0.50 x mysql mode's capacity (248 of 497 ops/s, open loop)"
+	row := figureRow(t, report, at+": buyer p99 / redis mode's")
+	if want := "1.33x (medians of 3 and 3 interleaved rounds: 8.0 / 6.0 ms; the rounds' p99s: shadow 8.0, 9.0, 7.0, redis 30.0, 6.0, 5.0"; !strings.Contains(row, want) {
+		t.Errorf("got row %q, want it to measure %q", row, want)
+	}
+	if got := verdict(row); got != "met" {
+		t.Errorf("got verdict %q, want met", got)
+	}
+	row = figureRow(t, report, at+": dropped / timed-out shadow operations")
+	if !strings.Contains(row, "1 / 0 (3 cells; http-rounds.json)") || verdict(row) != "**not met**" {
+		t.Errorf("got row %q, want the drop of round 2 counted and the figure not met", row)
+	}
+	if !strings.Contains(report, "| http | shadow (round 2) |") {
+		t.Errorf("got no row of shadow's round 2 in the report:\n%s", report)
 	}
 }
 
