@@ -128,8 +128,8 @@ func (s routed) CheckInvariants(ctx context.Context) ([]tandem.Violation, error)
 				Message: fmt.Sprintf("drift: ledger %d, redis %v, mysql %v", d.LedgerOnHand, deref(d.RedisAvailable), deref(d.MySQLAvailable))})
 		}
 		if ds := s.p.rec.mismatches(); len(ds) > 0 {
-			out = append(out, tandem.Violation{Message: fmt.Sprintf("%d unrepaired divergences, first %s on %s: primary %s, shadow %s",
-				len(ds), ds[0].Kind, ds[0].CartToken, ds[0].Primary.Status, ds[0].Shadow.Status)})
+			out = append(out, tandem.Violation{Message: fmt.Sprintf("%d unrepaired divergences, first %s on %s: primary %s, shadow %s (%q after %.1f ms)",
+				len(ds), ds[0].Kind, ds[0].CartToken, ds[0].Primary.Status, ds[0].Shadow.Status, ds[0].Shadow.Message, ds[0].Shadow.LatencyMS)})
 		}
 	}
 	return out, nil

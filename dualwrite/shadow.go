@@ -258,7 +258,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
 	start := time.Now()
 	res, err := j.call.run(sctx, o.shadow, p)
-	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil)
+	timedOut := pastDeadline(sctx, err)
 	cancel()
 	sh := tandem.OutcomeOf(o.shadow.Name(), res, err, time.Since(start))
 	if timedOut {
@@ -270,6 +270,22 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if !p.Failed() && !deferred {
 		r.record(o.mode, op, o.ck.shop, o.ck.token, p, sh, timedOut, repaired)
 	}
+}
+
+// pastDeadline reports whether a shadow call under ctx failed with err because
+// its deadline passed, whichever layer noticed first: the MySQL driver's
+// socket deadline (an i/o timeout, or a connection cut mid-packet, both
+// answered unavailable) can fire before the context's own timer has
+// marked ctx done.
+func pastDeadline(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // reconcile brings the shadow to the state of the store that answered the
