@@ -232,6 +232,39 @@ func TestRouter_ShadowRepair(t *testing.T) {
 			t.Fatalf("mysql after the sweep: got %+v, want nothing held", got)
 		}
 	})
+	t.Run("SweepLeavesCartsInFlight", func(t *testing.T) {
+		// A cart whose shadow reserve is still under way differs from the
+		// SoT; the sweep leaves it to that operation instead of
+		// converging it (and waiting behind it) too.
+		p := mustOpenPod(t, tandem.ModeShadow)
+		k := tandem.Key{ShopID: 7, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+			t.Fatal(err)
+		}
+		entered, open := p.fm.hold("reserve", "flying")
+		if _, err := p.Reserve(ctx, cart("flying", 7, one(1, 1, 1))); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		rep, err := p.Sweep(ctx)
+		open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.InFlight != 1 || rep.Carts != 0 || rep.Converged != 0 || rep.Left != 1 {
+			t.Fatalf("sweep report %+v, want the cart in flight (1), none differing or converged, 1 left", rep)
+		}
+		p.Wait()
+		p.mustConverge(t)
+		if got, err := p.mysql.Get(ctx, 7, "flying"); err != nil || got.Status != tandem.StatusReserved {
+			t.Fatalf("shadow's copy: got %+v, %v, want reserved by the cart's own shadow operation", got, err)
+		}
+		for _, d := range p.rec.divergences() {
+			if d.Kind == tandem.KindStateDrift {
+				t.Errorf("a cart in flight was reported as drift: %+v", d)
+			}
+		}
+	})
 	t.Run("ShadowGrantsWhatSoTRefuses", func(t *testing.T) {
 		p := mustOpenPod(t, tandem.ModeShadow)
 		k := tandem.Key{ShopID: 6, ItemID: 1, GroupID: 1}

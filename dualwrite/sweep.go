@@ -137,9 +137,12 @@ type SweepReport struct {
 	// Holds is how many SoT holds were compared.
 	Holds int `json:"holds_compared"`
 	// Carts is how many carts differed; Converged how many of them the
-	// sweep made equal.
+	// sweep made equal. InFlight is how many more differed while this
+	// instance still had work of theirs under way (their own shadow
+	// operation reconciles them): left to it, and to the next sweep.
 	Carts     int `json:"carts_differing"`
 	Converged int `json:"carts_converged"`
+	InFlight  int `json:"carts_in_flight"`
 	// Recounted are the shadow positions set again from the ledger.
 	Recounted []tandem.Key `json:"positions_recounted"`
 	// Left is what still differs after the sweep (in flight, or failing).
@@ -164,7 +167,9 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Holds, rep.Carts = d.Holds, len(d.Carts)
+	var busy int
+	d.Carts, busy = r.settled(d.Carts)
+	rep.Holds, rep.Carts, rep.InFlight = d.Holds, len(d.Carts), busy
 	lost, err := r.lostPositions(ctx, sot)
 	if err != nil {
 		return nil, err
@@ -174,8 +179,10 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		if d, err = r.diffCarts(ctx, mode); err != nil {
 			return nil, err
 		}
+		d.Carts, busy = r.settled(d.Carts)
 	}
-	if len(d.Carts) == 0 && !r.copying.Load() {
+	rep.Left = busy
+	if len(d.Carts) == 0 && busy == 0 && !r.copying.Load() {
 		// The carts agree: the positions must agree with the ledger too.
 		res, err := r.auditPass(ctx, mode, nil)
 		if err != nil {
@@ -192,11 +199,31 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			return nil, err
 		}
 	}
-	rep.Left = len(d.Carts) + len(d.Positions)
+	rep.Left += len(d.Carts) + len(d.Positions)
 	r.statsMu.Lock()
 	r.lastSweep = rep
 	r.statsMu.Unlock()
 	return rep, nil
+}
+
+// settled returns the carts of diff that have no operation under way on
+// this instance, and how many do. A cart whose reserve the SoT answered a
+// moment ago differs until its shadow operation lands, and that operation
+// reconciles it: converging it here too only doubles the work (and on a
+// busy pod, the sweep would converge dozens of such carts at every turn,
+// then list every hold again). A cart in flight on another instance is
+// still converged here.
+func (r *Router) settled(carts []CartDiff) ([]CartDiff, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := carts[:0]
+	for _, c := range carts {
+		if r.carts[cartKey{c.ShopID, c.CartToken}] != nil { // kept while an operation is not finished
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, len(carts) - len(out)
 }
 
 // convergeDiffering converges each differing cart from the SoT, in the

@@ -24,9 +24,10 @@ import (
 //
 // Without Remote it runs its own server in-process (Start) on scratch
 // databases and a scratch Redis prefix, and restarts it before every cell
-// (the persisted mode survives, as in production) so that the comparator's
-// window, hence the report's shadow latency, holds that cell's traffic
-// only. With Remote it drives that running server; the report's latencies
+// on fresh, empty stores (each cell then steps from redis mode to its own,
+// backfill included), so that the comparator's window, hence the report's
+// shadow latency, holds that cell's traffic only, and no cell measures
+// what the cells before it left in the stores. With Remote it drives that running server; the report's latencies
 // then cover the server's whole gate window, and the pod is left in the
 // last mode measured. Each cell stocks fresh items of Shop (ids drawn at
 // random above 1,000,000) to tandem.MaxOnHand.

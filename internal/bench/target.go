@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/internal/scratch"
 )
 
 // ServeSpec is the one-pod fleet an in-process `tandem serve` runs for a
@@ -80,7 +81,7 @@ type target struct {
 	apiToken   string
 	pod        string
 	// restart, when set, replaces the in-process server by a fresh one on
-	// the same databases and updates the addresses.
+	// fresh, empty stores and updates the addresses.
 	restart func(ctx context.Context) error
 	// metrics, when set, gathers the in-process server's metrics.
 	metrics func() prometheus.Gatherer
@@ -135,6 +136,50 @@ type servers struct {
 	env   *env
 	start StartFunc
 	spec  ServeSpec
+	// stores counts the sets of stores of fresh; drop drops the current
+	// set's databases (nil for the first, the env's own).
+	stores int
+	drop   func()
+}
+
+// fresh moves the fleet to new, empty stores: a control database, a pod
+// database and key prefixes of their own, the previous set dropped. A cell
+// on the stores of the cells before it would measure their leftovers: in
+// shadow mode the sweep converges every hold that an earlier redis cell
+// left in Redis alone (thousands of carts copied during the measured load),
+// and the holds of every earlier cell weigh on each listing.
+func (s *servers) fresh(ctx context.Context) error {
+	n := s.stores + 1
+	control, err := s.env.db.Sibling(ctx, fmt.Sprintf("_control%d", n))
+	if err != nil {
+		return err
+	}
+	pod, err := s.env.db.Sibling(ctx, fmt.Sprintf("_pod%d", n))
+	if err != nil {
+		control.Drop(context.Background())
+		return err
+	}
+	if s.drop != nil {
+		s.drop()
+	}
+	oldControl, oldPod := s.spec.ControlPrefix, s.spec.PodPrefix
+	s.drop = func() {
+		control.Drop(context.Background())
+		pod.Drop(context.Background())
+		scratch.DeletePrefix(context.Background(), s.env.rdb, fmt.Sprintf("%scontrol%d:", s.env.prefix, n))
+		scratch.DeletePrefix(context.Background(), s.env.rdb, fmt.Sprintf("%sbench%d:", s.env.prefix, n))
+	}
+	if n == 1 {
+		// The first set's keys are under the env's prefix, deleted with it;
+		// empty them now to measure on empty stores.
+		scratch.DeletePrefix(ctx, s.env.rdb, oldControl)
+		scratch.DeletePrefix(ctx, s.env.rdb, oldPod)
+	}
+	s.stores = n
+	s.spec.ControlDSN, s.spec.PodDSN = control.DSN, pod.DSN
+	s.spec.ControlPrefix = fmt.Sprintf("%scontrol%d:", s.env.prefix, n)
+	s.spec.PodPrefix = fmt.Sprintf("%sbench%d:", s.env.prefix, n)
+	return nil
 }
 
 func newServers(ctx context.Context, start StartFunc, mysqlDSN string, rt Redis, shop int64, mode tandem.Mode) (*servers, error) {
@@ -162,7 +207,12 @@ func (s *servers) run(ctx context.Context, adminToken string, w io.Writer) (Serv
 	return s.start(ctx, spec)
 }
 
-func (s *servers) close() { s.env.close() }
+func (s *servers) close() {
+	if s.drop != nil {
+		s.drop()
+	}
+	s.env.close()
+}
 
 // localTarget starts an in-process server on scratch stores.
 func localTarget(ctx context.Context, start StartFunc, mysqlDSN string, rt Redis, shop int64, progress io.Writer) (*target, error) {
@@ -176,6 +226,9 @@ func localTarget(ctx context.Context, start StartFunc, mysqlDSN string, rt Redis
 		if m != nil {
 			m.Close()
 			m = nil
+			if err := srv.fresh(ctx); err != nil {
+				return fmt.Errorf("fresh stores: %w", err)
+			}
 		}
 		var err error
 		if m, err = srv.run(ctx, t.adminToken, progress); err != nil {
