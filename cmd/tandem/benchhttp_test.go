@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestBenchHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"bench", "http", "--duration", "300ms", "--concurrency", "2", "--modes", "redis,shadow",
+	code := run(ctx, []string{"bench", "http", "--duration", "300ms", "--concurrency", "2", "--modes", "redis,shadow", "--repeat", "2",
 		"--mysql-dsn", testenv.RootDSN(), "--redis-addr", testenv.RedisAddr(), "--json"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, stderr.String())
@@ -33,12 +34,15 @@ func TestBenchHTTP(t *testing.T) {
 			t.Errorf("got no run.%s in %v, want it", key, out.Run)
 		}
 	}
-	if len(out.Results) != 2 {
-		t.Fatalf("got %d results, want 2 (one per mode)", len(out.Results))
+	if len(out.Results) != 4 {
+		t.Fatalf("got %d results, want 4 (one per mode and round)", len(out.Results))
 	}
-	for i, mode := range []string{"redis", "shadow"} {
+	for i, mode := range []string{"redis", "shadow", "redis", "shadow"} {
 		r := out.Results[i]
-		t.Run(mode, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%d", mode, i/2+1), func(t *testing.T) {
+			if r["round"] != float64(i/2+1) {
+				t.Errorf("got round %v, want %d (the modes interleaved)", r["round"], i/2+1)
+			}
 			for _, key := range []string{"suite", "mode", "items", "cart_size", "concurrency", "rate", "mysql_latency_ms",
 				"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "shadow_p99_ms", "shadow_drops", "shadow_timeouts",
 				"cpu_us_per_op", "cpu_user_us_per_op", "cpu_sys_us_per_op"} {
