@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/rollout"
 )
 
@@ -144,8 +145,21 @@ func (m *Main) scheduledAudits(ctx context.Context, l *auditLeader) {
 		return
 	}
 	for _, p := range m.pods {
-		m.scheduledAudit(ctx, p)
+		actx, cancel := scheduledAuditContext(m.ctx)
+		m.scheduledAudit(actx, p)
+		cancel()
 	}
+}
+
+// scheduledAuditTimeout bounds one pod's scheduled audit.
+const scheduledAuditTimeout = 2 * time.Minute
+
+// scheduledAuditContext is the context of one pod's scheduled audit: nobody
+// waits for its answer, so its sweep reads the stores paced, as the
+// periodic sweep does (dualwrite.DefaultSweepDuty), under a bound of its
+// own rather than the schedule's 30 s for every pod.
+func scheduledAuditContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(tandem.WithPace(parent, dualwrite.DefaultSweepDuty), scheduledAuditTimeout)
 }
 
 func (m *Main) scheduledAudit(ctx context.Context, p *podRuntime) {
