@@ -12,6 +12,7 @@ const (
 	ActiveHoldsPage     = activeHoldsPage
 	CountersSQL         = countersSQL
 	HeldSQL             = heldSQL
+	DueReservationsSQL  = dueReservationsSQL
 )
 
 // PurgeDueSQL is the statement that finds a purge batch.

@@ -23,8 +23,14 @@ import (
 )
 
 // ParseDSN parses dsn (go-sql-driver format) and sets what the adapters
-// rely on: times parsed in UTC and parameters interpolated client side (one
-// round trip per statement instead of prepare, execute and close).
+// rely on: times parsed in UTC, parameters interpolated client side (one
+// round trip per statement instead of prepare, execute and close), and
+// time parameters truncated to the microsecond, the precision of the
+// adapters' DATETIME(6) columns. A time sent with nanoseconds
+// ('...:35.519564775') is not a DATETIME(6) literal: MariaDB then bounds
+// an index range by the columns before it only, so the expiry reaper's
+// "status = 'reserved' AND expires_at <= ?" read every active hold once a
+// second instead of the due ones.
 func ParseDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -33,6 +39,9 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
+	if err := cfg.Apply(mysql.TimeTruncate(time.Microsecond)); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
