@@ -167,22 +167,21 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var busy int
-	d.Carts, busy = r.settled(d.Carts)
-	rep.Holds, rep.Carts, rep.InFlight = d.Holds, len(d.Carts), busy
+	settled := r.settled(d.Carts)
+	rep.Holds, rep.Carts, rep.InFlight = d.Holds, len(settled), len(d.Carts)-len(settled)
 	lost, err := r.lostPositions(ctx, sot)
 	if err != nil {
 		return nil, err
 	}
-	rep.Converged = r.convergeDiffering(ctx, mode, sot, shadow, d.Carts, lost)
+	rep.Converged = r.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
 	if rep.Converged > 0 {
 		if d, err = r.diffCarts(ctx, mode); err != nil {
 			return nil, err
 		}
-		d.Carts, busy = r.settled(d.Carts)
 	}
-	rep.Left = busy
-	if len(d.Carts) == 0 && busy == 0 && !r.copying.Load() {
+	// The carts in flight still differ: they keep the positions they
+	// touch from the audit and the recount below, and count as left.
+	if len(d.Carts) == 0 && !r.copying.Load() {
 		// The carts agree: the positions must agree with the ledger too.
 		res, err := r.auditPass(ctx, mode, nil)
 		if err != nil {
@@ -199,31 +198,30 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 			return nil, err
 		}
 	}
-	rep.Left += len(d.Carts) + len(d.Positions)
+	rep.Left = len(d.Carts) + len(d.Positions)
 	r.statsMu.Lock()
 	r.lastSweep = rep
 	r.statsMu.Unlock()
 	return rep, nil
 }
 
-// settled returns the carts of diff that have no operation under way on
-// this instance, and how many do. A cart whose reserve the SoT answered a
+// settled returns the carts of carts that have no operation under way on
+// this instance: the ones the sweep converges. A cart whose reserve the SoT answered a
 // moment ago differs until its shadow operation lands, and that operation
 // reconciles it: converging it here too only doubles the work (and on a
 // busy pod, the sweep would converge dozens of such carts at every turn,
 // then list every hold again). A cart in flight on another instance is
 // still converged here.
-func (r *Router) settled(carts []CartDiff) ([]CartDiff, int) {
+func (r *Router) settled(carts []CartDiff) []CartDiff {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := carts[:0]
+	var out []CartDiff
 	for _, c := range carts {
-		if r.carts[cartKey{c.ShopID, c.CartToken}] != nil { // kept while an operation is not finished
-			continue
+		if r.carts[cartKey{c.ShopID, c.CartToken}] == nil { // kept while an operation is not finished
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
-	return out, len(carts) - len(out)
+	return out
 }
 
 // convergeDiffering converges each differing cart from the SoT, in the
