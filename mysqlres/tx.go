@@ -63,13 +63,12 @@ func (s *Store) withTx(ctx context.Context, tag string, fn func(tx *sql.Tx) erro
 }
 
 func (s *Store) txOnce(ctx context.Context, tag string, fn func(tx *sql.Tx) error) error {
-	leave, err := s.admit(ctx, tag)
-	if err != nil {
+	if err := s.admit(ctx, tag); err != nil {
 		return err
 	}
-	defer leave()
+	defer s.leave(tag)
 	var acquired time.Time
-	err = mysqlx.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := mysqlx.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		acquired = time.Now()
 		return fn(tx)
 	})
@@ -166,11 +165,10 @@ func (s *Store) withBatchTx(ctx context.Context, tag string, fn func(b *batchTx)
 }
 
 func (s *Store) batchOnce(ctx context.Context, tag string, fn func(b *batchTx) error) error {
-	leave, err := s.admit(ctx, tag)
-	if err != nil {
+	if err := s.admit(ctx, tag); err != nil {
 		return err
 	}
-	defer leave()
+	defer s.leave(tag)
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -201,11 +199,10 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 	if s.db == nil {
 		return errNotOpen
 	}
-	leave, err := s.admit(ctx, tag)
-	if err != nil {
+	if err := s.admit(ctx, tag); err != nil {
 		return translate(tag, err)
 	}
-	defer leave()
+	defer s.leave(tag)
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return translate(tag, err)
@@ -217,18 +214,21 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 	return translate(tag, err)
 }
 
-// admit takes a slot of the store's admission for a buyer flow (tag); the
-// returned func gives it back. Other flows pass straight through.
-func (s *Store) admit(ctx context.Context, tag string) (func(), error) {
+// admit takes a slot of the store's admission for a buyer flow (tag);
+// leave gives it back. Other flows pass straight through both.
+func (s *Store) admit(ctx context.Context, tag string) error {
 	if s.admission == nil || !admitted(tag) {
-		return func() {}, nil
+		return nil
 	}
 	waited, err := s.admission.enter(ctx)
 	s.metrics.observeAdmission(tag, waited.Seconds())
-	if err != nil {
-		return nil, err
+	return err
+}
+
+func (s *Store) leave(tag string) {
+	if s.admission != nil && admitted(tag) {
+		s.admission.leave()
 	}
-	return s.admission.leave, nil
 }
 
 // isDuplicate reports whether err is a duplicate-key error.

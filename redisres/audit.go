@@ -460,14 +460,8 @@ var cartFields = []string{"status", "fp", "expires_at_ms", "lines"}
 // Redis does not know.
 func (s *Store) readCarts(ctx context.Context, carts []shopCart) ([]*cart, error) {
 	out := make([]*cart, len(carts))
-	var start time.Time
 	for lo := 0; lo < len(carts); lo += listBatch {
-		if lo > 0 {
-			if err := tandem.Pace(ctx, start); err != nil {
-				return nil, translate("read carts", err)
-			}
-		}
-		start = time.Now()
+		start := time.Now()
 		batch := carts[lo:min(lo+listBatch, len(carts))]
 		cmds := make([]*redis.SliceCmd, len(batch))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -481,6 +475,11 @@ func (s *Store) readCarts(ctx context.Context, carts []shopCart) ([]*cart, error
 		}
 		for i := range batch {
 			out[lo+i] = parseCart(cmds[i].Val())
+		}
+		if lo+listBatch < len(carts) {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate("read carts", err)
+			}
 		}
 	}
 	return out, nil

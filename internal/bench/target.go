@@ -137,7 +137,7 @@ type servers struct {
 	start StartFunc
 	spec  ServeSpec
 	// stores counts the sets of stores of fresh; drop drops the current
-	// set's databases (nil for the first, the env's own).
+	// set (nil for the first, the env's own, dropped with the env).
 	stores int
 	drop   func()
 }
@@ -161,24 +161,22 @@ func (s *servers) fresh(ctx context.Context) error {
 	}
 	if s.drop != nil {
 		s.drop()
+	} else {
+		// The env's own set: its keys go now, its databases with the env.
+		scratch.DeletePrefix(ctx, s.env.rdb, s.spec.ControlPrefix)
+		scratch.DeletePrefix(ctx, s.env.rdb, s.spec.PodPrefix)
 	}
-	oldControl, oldPod := s.spec.ControlPrefix, s.spec.PodPrefix
+	controlPrefix := fmt.Sprintf("%scontrol%d:", s.env.prefix, n)
+	podPrefix := fmt.Sprintf("%sbench%d:", s.env.prefix, n)
 	s.drop = func() {
 		control.Drop(context.Background())
 		pod.Drop(context.Background())
-		scratch.DeletePrefix(context.Background(), s.env.rdb, fmt.Sprintf("%scontrol%d:", s.env.prefix, n))
-		scratch.DeletePrefix(context.Background(), s.env.rdb, fmt.Sprintf("%sbench%d:", s.env.prefix, n))
-	}
-	if n == 1 {
-		// The first set's keys are under the env's prefix, deleted with it;
-		// empty them now to measure on empty stores.
-		scratch.DeletePrefix(ctx, s.env.rdb, oldControl)
-		scratch.DeletePrefix(ctx, s.env.rdb, oldPod)
+		scratch.DeletePrefix(context.Background(), s.env.rdb, controlPrefix)
+		scratch.DeletePrefix(context.Background(), s.env.rdb, podPrefix)
 	}
 	s.stores = n
 	s.spec.ControlDSN, s.spec.PodDSN = control.DSN, pod.DSN
-	s.spec.ControlPrefix = fmt.Sprintf("%scontrol%d:", s.env.prefix, n)
-	s.spec.PodPrefix = fmt.Sprintf("%sbench%d:", s.env.prefix, n)
+	s.spec.ControlPrefix, s.spec.PodPrefix = controlPrefix, podPrefix
 	return nil
 }
 
