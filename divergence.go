@@ -1,6 +1,9 @@
 package tandem
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // DivergenceKind is what kind of difference a comparison found between a
 // pod's source of truth and its shadow; "" is a match.
@@ -141,6 +144,16 @@ type Comparison struct {
 	Shadow        Outcome
 	// Kind is "" for a match, else one of the divergence kinds.
 	Kind DivergenceKind
+	// Contention is set on a match whose answers differed only as the
+	// sold-out boundary makes them differ, and whose difference was
+	// explained: once the carts in flight on its positions had settled,
+	// both stores' counts of them agreed with the ledger and each other.
+	// It counts as a match, and as contention of its own in the report.
+	Contention bool
+	// Drift is the positions found drifted while the comparison was
+	// explained (Kind is then a divergence), each also recorded as a
+	// state_drift of its own.
+	Drift []Drift
 	// Repaired is true when the shadow first answered differently only
 	// because of contention (at the sold-out boundary its units were briefly
 	// taken by carts the SoT refused, or the other way round; or another
@@ -162,6 +175,9 @@ type Divergence struct {
 	SourceOfTruth string         `json:"source_of_truth"`
 	Primary       Outcome        `json:"primary"`
 	Shadow        Outcome        `json:"shadow"`
+	// Position is the drifted position of a state_drift (absent for a
+	// cart's drift found by the sweep).
+	Position *Drift `json:"position,omitempty"`
 }
 
 // Drift is one position whose stores disagree with the ledger.
@@ -172,6 +188,17 @@ type Drift struct {
 	LedgerOnHand   int64  `json:"ledger_on_hand"`
 	RedisAvailable *int64 `json:"redis_available"`
 	MySQLAvailable *int64 `json:"mysql_available"`
+	// RedisHeld and MySQLHeld are the units each store holds there, and
+	// RedisSellable and MySQLSellable what each store's own records would
+	// still hand out (tandem.Counters.Sellable), when known (extensions).
+	RedisHeld     *int64 `json:"redis_held,omitempty"`
+	MySQLHeld     *int64 `json:"mysql_held,omitempty"`
+	RedisSellable *int64 `json:"redis_sellable,omitempty"`
+	MySQLSellable *int64 `json:"mysql_sellable,omitempty"`
+	// Cause says in words what is wrong, and Fixed what was done about it
+	// (extensions; empty when the audit found it and the sweep fixes it).
+	Cause string `json:"cause,omitempty"`
+	Fixed string `json:"fixed,omitempty"`
 }
 
 // Audit is the result of a drift audit of one pod.
@@ -188,4 +215,46 @@ type Audit struct {
 	Converged int     `json:"converged_carts"`
 	Recounted int     `json:"recounted_positions"`
 	Found     []Drift `json:"found,omitempty"`
+}
+
+// DriftOutcomes are a drifted position's two sides as a divergence shows
+// them: each store's available quantity as its status (missing when it
+// does not count the position), and the whole finding as the message.
+func DriftOutcomes(d Drift) (redis, mysql Outcome) {
+	msg := DriftMessage(d)
+	return Outcome{Store: StoreRedis, Status: availableStatus(d.RedisAvailable), Message: msg},
+		Outcome{Store: StoreMySQL, Status: availableStatus(d.MySQLAvailable), Message: msg}
+}
+
+// DriftMessage describes a drifted position in words: where, the ledger's
+// figure, what each store counts, and the cause and fix when known.
+func DriftMessage(d Drift) string {
+	s := fmt.Sprintf("item %d group %d: ledger on_hand %d, redis %s, mysql %s",
+		d.ItemID, d.GroupID, d.LedgerOnHand, storeFigures(d.RedisAvailable, d.RedisHeld, d.RedisSellable),
+		storeFigures(d.MySQLAvailable, d.MySQLHeld, d.MySQLSellable))
+	if d.Cause != "" {
+		s += "; " + d.Cause
+	}
+	if d.Fixed != "" {
+		s += "; fixed: " + d.Fixed
+	}
+	return s
+}
+
+func availableStatus(v *int64) OutcomeStatus {
+	if v == nil {
+		return OutcomeMissing
+	}
+	return OutcomeStatus(fmt.Sprintf("available=%d", *v))
+}
+
+func storeFigures(available, held, sellable *int64) string {
+	s := string(availableStatus(available))
+	if held != nil {
+		s += fmt.Sprintf(" held=%d", *held)
+	}
+	if sellable != nil && available != nil && *sellable != *available {
+		s += fmt.Sprintf(" sellable=%d", *sellable)
+	}
+	return s
 }

@@ -208,7 +208,12 @@ type Report struct {
 	Matches        int64                    `json:"matches"`
 	Divergences    map[DivergenceKind]int64 `json:"divergences"`
 	DivergenceRate float64                  `json:"divergence_rate"`
-	LatencyMS      map[string]LatencyStats  `json:"latency_ms"`
+	// Contention counts the matches whose answers differed only at the
+	// sold-out boundary, explained (Comparison.Contention), and
+	// ContentionRate is their share of the comparisons (extensions).
+	Contention     int64                   `json:"contention"`
+	ContentionRate float64                 `json:"contention_rate"`
+	LatencyMS      map[string]LatencyStats `json:"latency_ms"`
 	// Convergence is the shadow's convergence on this instance (extension;
 	// absent when the instance does not route the pod).
 	Convergence *Convergence `json:"convergence,omitempty"`

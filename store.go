@@ -137,14 +137,36 @@ type ClaimSettler interface {
 	SettleClaim(ctx context.Context, claimed Reservation) error
 }
 
-// Recounter is a store whose sellable count is its own copy of the ledger,
-// which it can set again from the ledger and its own holds.
+// Recounter is a store whose sellable units are kept in records of its
+// own (Redis's counter, MySQL's pool and unpooled units), which can drift
+// from the ledger and its holds, and which it can set again from them.
 type Recounter interface {
-	// Recount sets key's on_hand to the ledger's and its available to
-	// on_hand less the units this store holds for key. Run it at rest: a
-	// claim between the ledger and this store while it runs is counted
-	// twice or not at all.
+	// Records returns key's counters and what the store's own records of
+	// stock would still hand out, read in one atomic step, so that they
+	// agree under any concurrency unless the store drifted.
+	Records(ctx context.Context, key Key) (*Records, error)
+	// Recount sets key's sellable units again from the ledger's on_hand
+	// less the units this store holds for key. Run it at rest: a legacy
+	// claim between the ledger and Redis while it runs is counted twice
+	// or not at all.
 	Recount(ctx context.Context, key Key) (*Counters, error)
+}
+
+// Records is one position as a store's own records of stock show it.
+type Records struct {
+	Counters
+	// Sellable is what those records would still hand out: for redisres
+	// the on_hand it recorded less its holds (Available is its counter),
+	// for mysqlres its pool rows plus the ledger's unpooled units
+	// (Available is on_hand less its holds).
+	Sellable int64
+}
+
+// Consistent reports whether the store's records of the position agree
+// with themselves: Sellable = Available, not negative. A counter set by
+// hand, or a pool that lost rows, breaks it.
+func (r Records) Consistent() bool {
+	return r.Sellable == r.Available && r.Available >= 0
 }
 
 // DirtyCart is a cart whose shadow copy may differ from its authority's:

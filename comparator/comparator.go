@@ -156,10 +156,19 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 	idx := c.bucketIndex(now)
 	p := c.pod(cmp.Pod)
 	k, diverged := kindIndex[cmp.Kind]
+	// A state_drift is a finding about the stores, not an operation
+	// compared: it is counted by kind, never as a comparison.
+	drift := cmp.Kind == tandem.KindStateDrift
 	p.mu.Lock()
 	b := p.bucket(idx, c.nBuckets)
-	b.comparisons++
-	p.total.comparisons++
+	if !drift {
+		b.comparisons++
+		p.total.comparisons++
+	}
+	if cmp.Contention && !diverged {
+		b.contention++
+		p.total.contention++
+	}
 	if cmp.Primary.StoreFailed() {
 		b.sotErrors++
 		p.total.sotErrors++
@@ -171,7 +180,7 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 	if cmp.Primary.Store != "" {
 		b.latency(cmp.Primary.Store).add(cmp.Primary.Latency)
 	}
-	if cmp.Shadow.Store != "" && cmp.Kind != tandem.KindShadowDropped {
+	if cmp.Shadow.Store != "" && cmp.Kind != tandem.KindShadowDropped && !drift {
 		b.latency(cmp.Shadow.Store).add(cmp.Shadow.Latency)
 	}
 	p.mu.Unlock()
@@ -192,7 +201,18 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 		SourceOfTruth: cmp.SourceOfTruth,
 		Primary:       cmp.Primary,
 		Shadow:        cmp.Shadow,
+		Position:      position(cmp),
 	})
+}
+
+// position is the drifted position a state_drift comparison names (one
+// of cmp.Drift), nil for another comparison.
+func position(cmp tandem.Comparison) *tandem.Drift {
+	if cmp.Kind != tandem.KindStateDrift || len(cmp.Drift) == 0 {
+		return nil
+	}
+	d := cmp.Drift[0]
+	return &d
 }
 
 // RecordAudit counts a drift audit: one state_drift per drifted position in
@@ -219,37 +239,19 @@ func (c *Comparator) RecordAudit(a tandem.Audit) {
 	}
 	p.mu.Unlock()
 	for _, d := range a.Drifted {
+		redis, mysql := tandem.DriftOutcomes(d)
 		c.enqueue(tandem.Divergence{
+			Position:      &d,
 			At:            a.At,
 			Pod:           a.Pod,
 			Op:            tandem.OpAudit,
 			Kind:          tandem.KindStateDrift,
 			ShopID:        d.ShopID,
 			SourceOfTruth: "ledger",
-			Primary: tandem.Outcome{
-				Store:   tandem.StoreRedis,
-				Status:  availableStatus(d.RedisAvailable),
-				Message: driftMessage(d),
-			},
-			Shadow: tandem.Outcome{
-				Store:   tandem.StoreMySQL,
-				Status:  availableStatus(d.MySQLAvailable),
-				Message: driftMessage(d),
-			},
+			Primary:       redis,
+			Shadow:        mysql,
 		})
 	}
-}
-
-func availableStatus(v *int64) tandem.OutcomeStatus {
-	if v == nil {
-		return tandem.OutcomeMissing
-	}
-	return tandem.OutcomeStatus(fmt.Sprintf("available=%d", *v))
-}
-
-func driftMessage(d tandem.Drift) string {
-	return fmt.Sprintf("item %d group %d: ledger on_hand %d, redis %s, mysql %s",
-		d.ItemID, d.GroupID, d.LedgerOnHand, availableStatus(d.RedisAvailable), availableStatus(d.MySQLAvailable))
 }
 
 // LastAudit returns the time and verdict of the pod's last recorded audit;
@@ -296,7 +298,11 @@ func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
 		Matches:        w.comparisons - w.divergences() - w.sotErrors,
 		Divergences:    make(map[tandem.DivergenceKind]int64, numKinds),
 		DivergenceRate: w.rate(),
+		Contention:     w.contention,
 		LatencyMS:      make(map[string]tandem.LatencyStats, 2),
+	}
+	if w.comparisons > 0 {
+		r.ContentionRate = float64(w.contention) / float64(w.comparisons)
 	}
 	for i, k := range tandem.DivergenceKinds {
 		r.Divergences[k] = w.kinds[i]
@@ -323,6 +329,8 @@ type PodStats struct {
 	Comparisons int64
 	// SourceOfTruthErrors counts comparisons whose source of truth failed.
 	SourceOfTruthErrors int64
+	// Contention counts the matches explained as sold-out contention.
+	Contention int64
 	// Divergences counts per kind.
 	Divergences map[tandem.DivergenceKind]int64
 }
@@ -352,7 +360,7 @@ func (c *Comparator) Stats() Stats {
 	defer c.mu.RUnlock()
 	for name, p := range c.pods {
 		p.mu.Lock()
-		ps := PodStats{Comparisons: p.total.comparisons, SourceOfTruthErrors: p.total.sotErrors, Divergences: make(map[tandem.DivergenceKind]int64, numKinds)}
+		ps := PodStats{Comparisons: p.total.comparisons, SourceOfTruthErrors: p.total.sotErrors, Contention: p.total.contention, Divergences: make(map[tandem.DivergenceKind]int64, numKinds)}
 		for i, k := range tandem.DivergenceKinds {
 			ps.Divergences[k] = p.total.kinds[i]
 		}
@@ -482,6 +490,7 @@ func (c *Comparator) window(pod string) windowSum {
 		}
 		w.comparisons += b.comparisons
 		w.sotErrors += b.sotErrors
+		w.contention += b.contention
 		for k := range b.kinds {
 			w.kinds[k] += b.kinds[k]
 		}
@@ -507,6 +516,9 @@ type counts struct {
 	// sotErrors counts comparisons whose source of truth failed (unavailable
 	// or internal), the other trigger of the automatic abort.
 	sotErrors int64
+	// contention counts the matches whose answers differed only at the
+	// sold-out boundary, explained (tandem.Comparison.Contention).
+	contention int64
 	// kinds is indexed like tandem.DivergenceKinds.
 	kinds [6]int64
 }

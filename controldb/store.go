@@ -59,12 +59,12 @@ const (
 	ctlPruneInstancesSQL = "/* conn_tag='control' */ DELETE FROM instances WHERE last_seen < ?"
 	ctlInstancesSQL      = "/* conn_tag='control' */ SELECT id, addr, started_at, last_seen, control_version FROM instances ORDER BY started_at, id"
 	// ctlAppendDivergenceSQL is followed by one ctlDivergenceRow per divergence, comma separated.
-	ctlAppendDivergenceSQL = "/* conn_tag='control' */ INSERT INTO divergences (at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome) VALUES "
-	ctlDivergenceRow       = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	ctlAppendDivergenceSQL = "/* conn_tag='control' */ INSERT INTO divergences (at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome, position) VALUES "
+	ctlDivergenceRow       = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	ctlMaxDivergenceIDSQL  = "/* conn_tag='control' */ SELECT COALESCE(MAX(id), 0) FROM divergences"
 	ctlPruneDivergencesSQL = "/* conn_tag='control' */ DELETE FROM divergences WHERE id <= ? ORDER BY id LIMIT 10000"
 	// ctlDivergencesSQL is completed by the filter clauses and ctlDivergencesTail.
-	ctlDivergencesSQL     = "/* conn_tag='control' */ SELECT id, at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome FROM divergences WHERE 1 = 1"
+	ctlDivergencesSQL     = "/* conn_tag='control' */ SELECT id, at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome, position FROM divergences WHERE 1 = 1"
 	ctlDivergencesPodSQL  = " AND pod = ?"
 	ctlDivergencesKindSQL = " AND kind = ?"
 	ctlDivergencesTail    = " ORDER BY id DESC LIMIT ?"
@@ -454,7 +454,7 @@ func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) e
 	}
 	var q strings.Builder
 	q.WriteString(ctlAppendDivergenceSQL)
-	args := make([]any, 0, len(ds)*9)
+	args := make([]any, 0, len(ds)*10)
 	for i, d := range ds {
 		if i > 0 {
 			q.WriteString(", ")
@@ -468,8 +468,16 @@ func (s *Store) AppendDivergences(ctx context.Context, ds []tandem.Divergence) e
 		if err != nil {
 			return fmt.Errorf("encode shadow outcome: %w", err)
 		}
+		var position any
+		if d.Position != nil {
+			b, err := json.Marshal(d.Position)
+			if err != nil {
+				return fmt.Errorf("encode drifted position: %w", err)
+			}
+			position = string(b)
+		}
 		args = append(args, d.At.UTC(), clip(d.Pod, 64), clip(string(d.Op), 32), clip(string(d.Kind), 32), clip(d.CartToken, 128),
-			d.ShopID, clip(d.SourceOfTruth, 16), string(primary), string(shadow))
+			d.ShopID, clip(d.SourceOfTruth, 16), string(primary), string(shadow), position)
 	}
 	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
 		return translate(fmt.Errorf("append divergences: %w", err))
@@ -515,8 +523,15 @@ func (s *Store) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]t
 	for rows.Next() {
 		var d tandem.Divergence
 		var primary, shadow string
-		if err := rows.Scan(&d.ID, &d.At, &d.Pod, &d.Op, &d.Kind, &d.CartToken, &d.ShopID, &d.SourceOfTruth, &primary, &shadow); err != nil {
+		var position sql.NullString
+		if err := rows.Scan(&d.ID, &d.At, &d.Pod, &d.Op, &d.Kind, &d.CartToken, &d.ShopID, &d.SourceOfTruth, &primary, &shadow, &position); err != nil {
 			return nil, translate(fmt.Errorf("list divergences: %w", err))
+		}
+		if position.Valid {
+			d.Position = new(tandem.Drift)
+			if err := json.Unmarshal([]byte(position.String), d.Position); err != nil {
+				return nil, fmt.Errorf("decode drifted position of divergence %d: %w", d.ID, err)
+			}
 		}
 		if err := json.Unmarshal([]byte(primary), &d.Primary); err != nil {
 			return nil, fmt.Errorf("decode primary outcome of divergence %d: %w", d.ID, err)

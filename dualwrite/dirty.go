@@ -147,7 +147,7 @@ func (r *Router) recordDeferred(c *tandem.Comparison, converged bool) {
 		return
 	}
 	if converged {
-		c.Kind, c.Repaired = "", true
+		c.Kind, c.Repaired, c.Contention = "", true, true
 	}
 	r.Recorder.Record(*c)
 }
@@ -564,4 +564,24 @@ func (r *Router) Convergence() tandem.Convergence {
 		c.LastSweepAt, c.LastSweepLeft = &at, st.LastSweep.Left
 	}
 	return c
+}
+
+// unreserved explains a claim or release the shadow answered "never
+// reserved" for a cart the SoT settled: by the reserve of the cart whose
+// shadow work is still unfinished (the cart is dirty, and why), or as a
+// cause of its own.
+func (r *Router) unreserved(ck cartKey, msg string) string {
+	r.dirty.mu.Lock()
+	e := r.dirty.m[ck]
+	var cause string
+	var since time.Time
+	if e != nil {
+		cause, since = e.cause, e.cart.Since
+	}
+	r.dirty.mu.Unlock()
+	if e == nil {
+		return msg + "; no earlier difference of this cart explains it: the shadow lost or never got its hold"
+	}
+	return fmt.Sprintf("%s; follows this cart's earlier difference (%s, since %s), still being converged",
+		msg, cause, since.Format(time.RFC3339Nano))
 }

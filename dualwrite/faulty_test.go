@@ -230,8 +230,12 @@ func (f redisFaulty) ShopHolds(ctx context.Context, shops []int64) ([]tandem.Res
 	return f.inner.(tandem.ShopLister).ShopHolds(ctx, shops)
 }
 
-func (f redisFaulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
+func (f *faulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
 	return f.inner.(tandem.Recounter).Recount(ctx, k)
+}
+
+func (f *faulty) Records(ctx context.Context, k tandem.Key) (*tandem.Records, error) {
+	return f.inner.(tandem.Recounter).Records(ctx, k)
 }
 
 func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {

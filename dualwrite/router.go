@@ -144,6 +144,8 @@ type Router struct {
 	// pausing counts the pauses in force, so that shadow work outside a
 	// backfill never takes mu to look at paused.
 	pausing atomic.Int64
+	// busy counts the shadow jobs in flight per position (explain.go).
+	busy busyPositions
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -462,7 +464,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
 		}
-		r.record(mode, tandem.OpSetStock, key.ShopID, "", primary, so, timedOut, false)
+		r.record(mode, tandem.OpSetStock, key.ShopID, "", primary, so, timedOut, verdict{})
 	}
 	return inv, nil
 }

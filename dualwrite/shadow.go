@@ -44,6 +44,8 @@ type shadowJob struct {
 	// rawCh carries the shadow's first answer, sent once, to a settle that
 	// may answer the buyer from it (nil for a reserve).
 	rawCh chan shadowAnswer
+	// keys are the positions the job keeps busy (occupy) until it is done.
+	keys []tandem.Key
 }
 
 // shadowCall is the operation a shadow job runs on the shadow store: a
@@ -105,6 +107,9 @@ func (j *shadowJob) start(p tandem.Outcome, havePrimary bool) {
 		// (markDirty and Record never block).
 		j.r.endDropped(j, p, havePrimary)
 		return
+	}
+	if j.call.settle != nil && havePrimary && len(p.Lines) > 0 {
+		j.occupy(lineKeys(j.call.shop, p.Lines))
 	}
 	go j.r.runShadow(j, p, havePrimary)
 }
@@ -201,6 +206,9 @@ func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, call shadowC
 		return job
 	}
 	job.prev, job.line = r.enqueue(o.ck)
+	if call.settle == nil {
+		job.occupy(requestKeys(call.req))
+	}
 	return job
 }
 
@@ -217,7 +225,7 @@ func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped), false)
 	if havePrimary && !p.Failed() {
 		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
-		r.record(o.mode, j.op, o.ck.shop, o.ck.token, p, dropped, false, false)
+		r.record(o.mode, j.op, o.ck.shop, o.ck.token, p, dropped, false, verdict{})
 	}
 }
 
@@ -230,6 +238,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	defer o.unref()
 	defer r.dequeue(o.ck, j.line)
 	defer r.freeSlot()
+	defer j.release()
 	if !havePrimary || !follows(op, p) {
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		if !havePrimary || p.Failed() {
@@ -266,9 +275,12 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	}
 	j.answer(sh, res, err)
 
-	repaired, deferred := r.reconcile(base, o, op, p, sh)
+	if op != tandem.OpReserve && sh.Status == tandem.ENOTFOUND && !p.Failed() {
+		sh.Message = r.unreserved(o.ck, sh.Message)
+	}
+	v, deferred := r.reconcile(base, j, p, sh)
 	if !p.Failed() && !deferred {
-		r.record(o.mode, op, o.ck.shop, o.ck.token, p, sh, timedOut, repaired)
+		r.record(o.mode, op, o.ck.shop, o.ck.token, p, sh, timedOut, v)
 	}
 }
 
@@ -289,19 +301,23 @@ func pastDeadline(ctx context.Context, err error) bool {
 }
 
 // reconcile brings the shadow to the state of the store that answered the
-// buyer, when the two answers differ, and reports whether the difference
-// was only contention that convergence resolved (it then counts as a
-// match): at the sold-out boundary the two stores pick their winners
-// concurrently, and a shadow release of another cart may land just after.
+// buyer, when the two answers differ, and returns the verdict on the
+// difference. A reserve whose answers differ as the sold-out boundary
+// makes them differ (contention) is explained first (explain.go): it is
+// contention, a match, only when the positions involved agree; a drifted
+// position makes it a divergence, recorded with the drift and recounted
+// before the cart converges. The buyer's claim overtaking the shadow's
+// copy of its own reserve is contention too (overtaken).
 // A cart it cannot converge now is marked dirty; so is one whose shadow
 // answer was lost, since the lost operation may still land. A contention
 // difference that cannot be converged at once (the shadow's ledger row is
 // queued behind the sold-out boundary's slow path) is deferred: its
 // comparison is recorded when the worker has converged the cart, as a
 // match, or as the divergence it was when the cart does not converge.
-func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tandem.Outcome) (repaired, deferred bool) {
+func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outcome) (v verdict, deferred bool) {
+	o, op := j.o, j.op
 	if !p.Failed() && p.Status == sh.Status && sameLines(p.Lines, sh.Lines) {
-		return false, false
+		return verdict{}, false
 	}
 	authority, other := o.sot, o.shadow
 	if p.Status == tandem.ENOTFOUND && honoured(op, sh) {
@@ -309,18 +325,25 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 		// earlier SoT): that copy is the cart's truth.
 		authority, other = o.shadow, o.sot
 	}
+	boundary := op == tandem.OpReserve && !p.Failed() && contention(p, sh)
+	if boundary {
+		v = r.explain(ctx, j)
+		r.recordPositionDrift(op, v.drift)
+	}
 	refused := op == tandem.OpReserve && (p.Status == tandem.EINSUFFICIENT || p.Status == tandem.ECONFLICT)
 	res, err := r.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
 	r.observe(res, err, 0)
-	cont := op == tandem.OpReserve && !p.Failed() && (contention(p, sh) || r.overtaken(ctx, o, p, sh))
+	if !boundary && op == tandem.OpReserve && !p.Failed() && r.overtaken(ctx, o, p, sh) {
+		v.contention = true
+	}
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
 		cause := string(sh.Status)
 		if err != nil {
 			cause = "converge: " + tandem.ErrorMessage(err)
 		}
 		var later *tandem.Comparison
-		if cont && err != nil && res != ConvergeConflict {
-			c := r.comparison(o.mode, op, o.ck.shop, o.ck.token, p, sh, false, false)
+		if v.contention && err != nil && res != ConvergeConflict {
+			c := r.comparison(o.mode, op, o.ck.shop, o.ck.token, p, sh, false, v)
 			later = &c
 		}
 		// A copy of a hold the SoT refused that could not be discarded yet
@@ -331,9 +354,9 @@ func (r *Router) reconcile(ctx context.Context, o *op, op tandem.Op, p, sh tande
 		if suspect {
 			r.markRefused(o.ck, authority.Name())
 		}
-		return false, later != nil
+		return verdict{drift: v.drift}, later != nil
 	}
-	return cont, false
+	return v, false
 }
 
 // overtaken reports whether a reserve's shadow refused a hold the SoT

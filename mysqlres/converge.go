@@ -168,3 +168,56 @@ func (s *Store) ClearDirty(ctx context.Context, carts []tandem.DirtyCart) error 
 		return nil
 	})
 }
+
+var _ tandem.Recounter = (*Store)(nil)
+
+// Recount implements tandem.Recounter: it sets the position's unpooled
+// units again from the ledger, so that on_hand = unpooled + pool rows +
+// reserved units, and refills the pool. It repairs a pool that lost rows
+// (or gained some) behind the engine's back. Every flow that changes the
+// sum of the three takes the ledger row's lock, which Recount holds; a
+// reserve moves units from the pool to its holds and keeps the sum.
+func (s *Store) Recount(ctx context.Context, key tandem.Key) (*tandem.Counters, error) {
+	if key.ShopID <= 0 || key.ItemID <= 0 || key.GroupID <= 0 {
+		return nil, tandem.Errorf(tandem.EINVALID, "shop_id, inventory_item_id and group_id must be integers > 0")
+	}
+	err := s.withTx(ctx, tagRepair, func(tx *sql.Tx) error {
+		pos, err := lockPositions(ctx, tx, tagRepair, []tandem.Key{key})
+		if err != nil {
+			return err
+		}
+		p := pos[key]
+		if !p.exists {
+			return nil
+		}
+		pool, err := poolCount(ctx, tx, tagRepair, key)
+		if err != nil {
+			return err
+		}
+		held, err := heldUnits(ctx, tx, tagRepair, key)
+		if err != nil {
+			return err
+		}
+		want := p.onHand - pool - held
+		if want == p.unpooled {
+			return nil
+		}
+		if want >= 0 {
+			p.unpooled, p.dirty = want, true
+			if _, err := s.fillPool(ctx, tx, tagRepair, p); err != nil {
+				return err
+			}
+		} else {
+			// More pool rows than on_hand leaves room for: the extra rows go.
+			p.unpooled = 0
+			if _, err := s.adjustStock(ctx, tx, tagRepair, p, want, false); err != nil {
+				return err
+			}
+		}
+		return writePosition(ctx, tx, tagRepair, p, s.Now().UTC())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Counters(ctx, key)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -17,6 +18,10 @@ const (
 	claimedSQL    = "/* conn_tag='ledger' */ SELECT 1 FROM claims WHERE shop_id = ? AND cart_token = ?"
 	// countersSQL sums the held lines as heldSQL does, through the
 	// position index, forced.
+	// recordsSQL reads a position in one statement, so from one view even
+	// while reserves run (they move units from the pool to holds, which
+	// keeps the sum): on_hand, unpooled, pool rows and held units.
+	recordsSQL  = "/* conn_tag='audit' */ SELECT (SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT unpooled FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COUNT(*) FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines FORCE INDEX (reservation_lines_position) WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
 	countersSQL = "/* conn_tag='audit' */ SELECT (SELECT on_hand FROM ledger WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?), (SELECT COALESCE(SUM(quantity), 0) FROM reservation_lines FORCE INDEX (reservation_lines_position) WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND held = 1)"
 )
 
@@ -209,4 +214,21 @@ func (s *Store) Counters(ctx context.Context, key tandem.Key) (*tandem.Counters,
 		return nil, err
 	}
 	return &tandem.Counters{Key: key, OnHand: onHand.Int64, Reserved: held, Available: onHand.Int64 - held}, nil
+}
+
+// Records implements tandem.Recounter: the position's counters and its
+// pool rows plus unpooled units, from one statement.
+func (s *Store) Records(ctx context.Context, key tandem.Key) (*tandem.Records, error) {
+	var onHand, unpooled sql.NullInt64
+	var pool, held int64
+	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+		k := []any{key.ShopID, key.ItemID, key.GroupID}
+		args := slices.Concat(k, k, k, k)
+		return conn.QueryRowContext(ctx, recordsSQL, args...).Scan(&onHand, &unpooled, &pool, &held)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := tandem.Counters{Key: key, OnHand: onHand.Int64, Reserved: held, Available: onHand.Int64 - held}
+	return &tandem.Records{Counters: c, Sellable: unpooled.Int64 + pool}, nil
 }

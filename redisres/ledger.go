@@ -31,6 +31,24 @@ func (s *Store) Counters(ctx context.Context, key tandem.Key) (res *tandem.Count
 	return &out, nil
 }
 
+// Records implements tandem.Recounter: the counter hash's available, held
+// and recorded on_hand, read in one HMGET.
+func (s *Store) Records(ctx context.Context, key tandem.Key) (res *tandem.Records, err error) {
+	defer s.observe("records", time.Now(), &err)
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	vals, err := s.rdb.HMGet(ctx, s.counterKey(key), "available", "held", "on_hand").Result()
+	if err != nil {
+		return nil, translate("records", err)
+	}
+	c, err := parseCounter(vals)
+	if err != nil {
+		return nil, err
+	}
+	return &tandem.Records{Counters: c.counters(key), Sellable: c.onHand - c.held}, nil
+}
+
 // SetOnHand implements tandem.ReservationStore: it refuses a count below
 // what Redis holds, writes the ledger, then sets available = on_hand - held
 // in one script (see the package doc for the window in between).

@@ -136,6 +136,8 @@ func TestE2EMetrics(t *testing.T) {
 			{"tandem_reservations_total", "counter", []string{"pod=", "op=", "outcome=", "source_of_truth="}},
 			{"tandem_divergences_total", "counter", []string{"pod=", `kind="outcome_mismatch"`}},
 			{"tandem_comparisons_total", "counter", []string{"pod="}},
+			{"tandem_contention_total", "counter", []string{"pod="}},
+			{"tandem_contention_rate", "gauge", []string{"pod="}},
 			{"tandem_store_latency_seconds", "gauge", []string{`store="mysql"`, `store=`}},
 			{"tandem_mysql_conn_hold_seconds", "histogram", []string{"conn_tag=", "pod="}},
 			{"tandem_mysql_pool_open_connections", "gauge", []string{"pod="}},

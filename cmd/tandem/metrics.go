@@ -22,6 +22,10 @@ var (
 		"Dual-written operations compared.", []string{"pod"}, nil)
 	descDivergences = prometheus.NewDesc("tandem_divergences_total",
 		"Comparisons that diverged, and drifted positions found by audits, by kind.", []string{"pod", "kind"}, nil)
+	descContention = prometheus.NewDesc("tandem_contention_total",
+		"Comparisons whose answers differed only at the sold-out boundary, explained: matches, counted apart.", []string{"pod"}, nil)
+	descContentionRate = prometheus.NewDesc("tandem_contention_rate",
+		"Share of the pod's comparisons over the gate window that were explained contention.", []string{"pod"}, nil)
 	descSoTErrors = prometheus.NewDesc("tandem_sot_errors_total",
 		"Compared operations whose source of truth failed.", []string{"pod"}, nil)
 	// The label is not "quantile": these are gauges computed over the gate
@@ -56,7 +60,7 @@ type controlCollector struct{ m *Main }
 // Describe implements prometheus.Collector.
 func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPodMode, descPodSoT, descKill, descVersion, descComparisons,
-		descDivergences, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
+		descDivergences, descContention, descContentionRate, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
 		descRedisPool, descRedisPoolEvents, descFenceTimeouts, descFluxWaits, descDirtyCarts, descConvergences} {
 		ch <- d
 	}
@@ -86,10 +90,12 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 		ps := stats.Pods[name]
 		counter(descComparisons, float64(ps.Comparisons), name)
 		counter(descSoTErrors, float64(ps.SourceOfTruthErrors), name)
+		counter(descContention, float64(ps.Contention), name)
 		for _, k := range tandem.DivergenceKinds {
 			counter(descDivergences, float64(ps.Divergences[k]), name, string(k))
 		}
 		rep := m.cmp.Report(name, mode)
+		gauge(descContentionRate, rep.ContentionRate, name)
 		for store, l := range rep.LatencyMS {
 			gauge(descStoreLatency, l.P50/1000, name, store, "0.5")
 			gauge(descStoreLatency, l.P99/1000, name, store, "0.99")
