@@ -126,7 +126,7 @@ func TestE2EDashboard(t *testing.T) {
 		{"WatchDrawsTheRealReport", func(t *testing.T) {
 			card := fmt.Sprintf(`[data-testid="watch-%s"]`, podA)
 			b.WaitFor(`(document.querySelector('` + card + ` [data-chart="divergence"] polyline[data-series="outcome_mismatch"]')?.getAttribute("points") || "").trim().split(/\s+/).length >= 2`)
-			if got := b.Text(card + ` [data-gate="comparisons"]`); !strings.Contains(got, " of ") {
+			if got := b.Text(card + ` [data-gate="min_comparisons"]`); !strings.Contains(got, " of ") {
 				t.Errorf("got the comparisons gate %q, want its value of its threshold", got)
 			}
 		}},

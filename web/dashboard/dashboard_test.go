@@ -161,15 +161,15 @@ func TestDashboard(t *testing.T) {
 		}},
 		{"GatesShowValueThresholdAndMissing", func(t *testing.T) {
 			b.T = t
-			row := `[data-testid="watch-pod-b"] [data-gate="comparisons"]`
+			row := `[data-testid="watch-pod-b"] [data-gate="min_comparisons"]`
 			b.WaitFor(`document.querySelector('` + row + `') !== null`)
 			if got := b.Text(row); !strings.Contains(got, "420 of 1,000") || !strings.Contains(got, "580 more comparisons in the 15m window") || !strings.Contains(got, "fail") {
 				t.Errorf("got comparisons gate %q, want value, threshold and what is missing", got)
 			}
-			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="max_divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
 				t.Errorf("got divergence rate gate %q, want value against threshold", got)
 			}
-			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit"]`); !strings.Contains(got, "pass") {
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit_clean"]`); !strings.Contains(got, "pass") {
 				t.Errorf("got audit gate %q, want pass", got)
 			}
 		}},

@@ -55,8 +55,8 @@ window.TandemWatch = (function () {
       parts.length ? " " + parts.join(" · ") : "");
   }
 
-  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + (c.passing ? " ≤ " : " > ") + pct(c.threshold)
-    : c.gate === "audit" ? (c.passing ? "clean" : "not clean")
+  const gateValue = (c) => c.gate === "max_divergence_rate" ? pct(c.value) + (c.passing ? " ≤ " : " > ") + pct(c.threshold)
+    : c.gate === "audit_clean" ? (c.passing ? "clean" : "not clean")
       : num(c.value) + " of " + num(c.threshold);
 
   function gatesView(p) {
@@ -80,7 +80,7 @@ window.TandemWatch = (function () {
     const windowLabel = r.window || "15m";
     const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
       points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
-    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "divergence_rate");
+    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "max_divergence_rate");
     const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
     const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, minMax: 0.001 });
     const lat = [];
