@@ -175,10 +175,11 @@ func printReport(w io.Writer, rs []tandem.Report) {
 }
 
 // latency formats a store's p50 or p99 in a report: n/a when the window
-// holds no sample of it (no comparison, or a store the mode does not use).
+// holds no sample of it (no comparison, or a store the mode does not use:
+// both percentiles read 0).
 func latency(r tandem.Report, store string, p99 bool) string {
 	s, ok := r.LatencyMS[store]
-	if !ok || r.Comparisons == 0 || (s.P50 == 0 && s.P99 == 0) {
+	if !ok || (s.P50 == 0 && s.P99 == 0) {
 		return notApplicable
 	}
 	v := s.P50
