@@ -98,10 +98,10 @@ func GateUnit(gate string) string {
 	if u, ok := gateUnits[gate]; ok {
 		return u
 	}
-	for suffix, u := range map[string]string{"_rate": UnitRatio, "_factor": UnitFactor, "_ms": UnitMS,
-		"_seconds": UnitSeconds, "_soak": UnitSeconds, "_count": UnitCount, "_comparisons": UnitCount} {
-		if strings.HasSuffix(gate, suffix) {
-			return u
+	for _, su := range [][2]string{{"_rate", UnitRatio}, {"_factor", UnitFactor}, {"_ms", UnitMS},
+		{"_seconds", UnitSeconds}, {"_soak", UnitSeconds}, {"_count", UnitCount}, {"_comparisons", UnitCount}} {
+		if strings.HasSuffix(gate, su[0]) {
+			return su[1]
 		}
 	}
 	return ""
