@@ -61,10 +61,14 @@ type PlanGates struct {
 
 // PlanPod is one pod of the plan (GET /admin/plan).
 type PlanPod struct {
-	Pod       string     `json:"pod"`
-	Mode      Mode       `json:"mode"`
-	Step      PlanStep   `json:"step"`
-	SoakUntil *time.Time `json:"soak_until,omitempty"`
+	Pod  string `json:"pod"`
+	Mode Mode   `json:"mode"`
+	// SourceOfTruth is the store that answers the pod's buyers now: redis
+	// while its kill switch is engaged, whatever its mode.
+	SourceOfTruth string     `json:"source_of_truth,omitempty"`
+	KillSwitch    bool       `json:"kill_switch,omitempty"`
+	Step          PlanStep   `json:"step"`
+	SoakUntil     *time.Time `json:"soak_until,omitempty"`
 	// SoakRemaining is how long the soak still runs ("4m10s").
 	SoakRemaining string `json:"soak_remaining,omitempty"`
 	// Waiting says why this pod does not advance.

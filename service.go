@@ -2,6 +2,7 @@ package tandem
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -51,7 +52,10 @@ type Gates struct {
 	Comparisons    int64   `json:"comparisons"`
 	DivergenceRate float64 `json:"divergence_rate"`
 	LastAuditClean bool    `json:"last_audit_clean"`
-	Passing        bool    `json:"passing"`
+	// LastAuditAt is when the pod's last audit ran, null when none has
+	// (then last_audit_clean is false without anything found).
+	LastAuditAt *time.Time `json:"last_audit_at"`
+	Passing     bool       `json:"passing"`
 	// FailedGates names the gates that do not pass: "min_comparisons",
 	// "max_divergence_rate", "audit_clean".
 	FailedGates []string `json:"failed_gates"`
@@ -60,13 +64,48 @@ type Gates struct {
 	Checks []GateCheck `json:"checks"`
 }
 
-// Gate names of a GateCheck; each fails under the failed_gates name in
-// parentheses.
+// Names of the promotion gates: one vocabulary for a GateCheck's gate,
+// failed_gates, the CLI and the dashboard.
 const (
-	GateComparisons    = "comparisons"     // min_comparisons
-	GateDivergenceRate = "divergence_rate" // max_divergence_rate
-	GateAudit          = "audit"           // audit_clean
+	GateComparisons    = "min_comparisons"
+	GateDivergenceRate = "max_divergence_rate"
+	GateAudit          = "audit_clean"
 )
+
+// Units of a gate's value and threshold (GateUnit), so that every view
+// formats a gate alike; JSON keeps the plain numbers.
+const (
+	UnitCount   = "count"   // how many, at least the threshold
+	UnitRatio   = "ratio"   // 0..1, shown as a percentage, at most the threshold
+	UnitFactor  = "factor"  // a multiple ("3.00x"), at most the threshold
+	UnitMS      = "ms"      // milliseconds, at most the threshold
+	UnitSeconds = "seconds" // a duration, at least the threshold
+	UnitClean   = "clean"   // 1 when clean, 0 when not; threshold 1
+)
+
+// gateUnits are the units of the gates whose names say nothing of them.
+var gateUnits = map[string]string{
+	GateComparisons:    UnitCount,
+	GateDivergenceRate: UnitRatio,
+	GateAudit:          UnitClean,
+	"min_soak":         UnitSeconds,
+}
+
+// GateUnit returns the unit of gate's value and threshold: the one of a
+// promotion or plan gate, else the one its name ends with (_rate, _factor,
+// _ms, _seconds, _count); "" when it cannot tell.
+func GateUnit(gate string) string {
+	if u, ok := gateUnits[gate]; ok {
+		return u
+	}
+	for _, su := range [][2]string{{"_rate", UnitRatio}, {"_factor", UnitFactor}, {"_ms", UnitMS},
+		{"_seconds", UnitSeconds}, {"_soak", UnitSeconds}, {"_count", UnitCount}, {"_comparisons", UnitCount}} {
+		if strings.HasSuffix(gate, su[0]) {
+			return su[1]
+		}
+	}
+	return ""
+}
 
 // GateCheck is one promotion gate measured against its threshold: at
 // least Threshold comparisons, a divergence rate at most Threshold, a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tandemhq/tandem"
 )
@@ -37,6 +38,8 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 	st := c.state.Load().pods[pod]
 	killed := c.engaged(pod)
 	eff := st.mode.Effective(killed)
+	gates := c.EvaluateGates(pod)
+	gates.LastAuditAt = c.lastAuditAt(pod)
 	return tandem.PodStatus{
 		Pod:           pod,
 		Mode:          st.mode,
@@ -45,9 +48,23 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		KillSwitch:    killed,
 		Shops:         cfg.Shops.String(),
 		UpdatedAt:     st.updatedAt,
-		Gates:         c.EvaluateGates(pod),
+		Gates:         gates,
 		Transition:    c.transition(pod),
 	}
+}
+
+// lastAuditAt is when pod's last audit ran, nil when none has, so that the
+// views tell "no audit yet" from "not clean".
+func (c *Controller) lastAuditAt(pod string) *time.Time {
+	if c.Comparator == nil {
+		return nil
+	}
+	at, _, ok := c.Comparator.LastAudit(pod)
+	if !ok {
+		return nil
+	}
+	at = at.UTC()
+	return &at
 }
 
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must

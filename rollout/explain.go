@@ -115,7 +115,7 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 		checks = c.EvaluateGates(pod).Checks
 		for _, ch := range checks {
 			if !ch.Passing {
-				gates = append(gates, fmt.Sprintf("%s %s: %s", ch.Gate, measure(ch), ch.Missing))
+				gates = append(gates, strings.TrimSpace(ch.Gate+" "+measure(ch))+": "+ch.Missing)
 			}
 		}
 		why = append(why, "gates failing: "+strings.Join(gates, "; "))
@@ -161,23 +161,28 @@ func isGate(name string) bool {
 }
 
 // measure says how a gate stands against its threshold: "660 of 1000",
-// "0.5% > 0.1%", "not clean".
+// "0.5% > 0.1%"; nothing for the audit, whose missing part says it all
+// (no audit yet, drift found, too old).
 func measure(ch tandem.GateCheck) string {
-	switch ch.Gate {
-	case tandem.GateDivergenceRate:
+	switch tandem.GateUnit(ch.Gate) {
+	case tandem.UnitRatio:
 		op := "<="
 		if !ch.Passing {
 			op = ">"
 		}
 		return percent(ch.Value) + " " + op + " " + percent(ch.Threshold)
-	case tandem.GateAudit:
-		return map[bool]string{true: "clean", false: "not clean"}[ch.Passing]
+	case tandem.UnitClean:
+		return ""
 	}
 	return strconv.FormatFloat(ch.Value, 'f', -1, 64) + " of " + strconv.FormatFloat(ch.Threshold, 'f', -1, 64)
 }
 
+// percent formats a ratio as a percentage with at most three decimals:
+// 0.0506329 is "5.063%", 0.01 is "1%".
 func percent(r float64) string {
-	return strconv.FormatFloat(r*100, 'f', -1, 64) + "%"
+	s := strconv.FormatFloat(r*100, 'f', 3, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s + "%"
 }
 
 func plural(n int64, word string) string {

@@ -52,9 +52,9 @@ func TestRefusalExplains(t *testing.T) {
 			},
 			[]string{"kill switch is engaged: tandemctl unkill --pods pod-b first"}, []tandem.Mode{tandem.ModeRedis, tandem.ModeMySQL}},
 		{"GatesWithWhatTheyLack", nil, "pod-b", tandem.ModeMySQL, func(e *env) { e.record("pod-b", 60, 3) },
-			[]string{"gates failing: comparisons 60 of 100: 40 more comparisons in the 15m window",
-				"divergence_rate 5% > 1%: a divergence rate at most 1%",
-				"audit not clean: no audit yet: run tandemctl audit pod-b"},
+			[]string{"gates failing: min_comparisons 60 of 100: 40 more comparisons in the 15m window",
+				"max_divergence_rate 5% > 1%: a divergence rate at most 1%",
+				"; audit_clean: no audit yet: run tandemctl audit pod-b"},
 			[]tandem.Mode{tandem.ModeRedis, tandem.ModeMySQL}},
 	}
 	for _, tt := range tests {
@@ -104,9 +104,9 @@ func TestGateChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, st.Gates.Checks, []tandem.GateCheck{
-			{Gate: "comparisons", Value: 0, Threshold: 100, Missing: "100 more comparisons in the 15m window"},
-			{Gate: "divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
-			{Gate: "audit", Value: 0, Threshold: 1, Missing: "no audit yet: run tandemctl audit pod-b"},
+			{Gate: "min_comparisons", Value: 0, Threshold: 100, Missing: "100 more comparisons in the 15m window"},
+			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
+			{Gate: "audit_clean", Value: 0, Threshold: 1, Missing: "no audit yet: run tandemctl audit pod-b"},
 		})
 	})
 	t.Run("Passing", func(t *testing.T) {
@@ -119,9 +119,9 @@ func TestGateChecks(t *testing.T) {
 			t.Errorf("got %+v, want would_apply and no message", d)
 		}
 		check(t, d.Checks, []tandem.GateCheck{
-			{Gate: "comparisons", Value: 200, Threshold: 100, Passing: true},
-			{Gate: "divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
-			{Gate: "audit", Value: 1, Threshold: 1, Passing: true},
+			{Gate: "min_comparisons", Value: 200, Threshold: 100, Passing: true},
+			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
+			{Gate: "audit_clean", Value: 1, Threshold: 1, Passing: true},
 		})
 	})
 	t.Run("AuditAged", func(t *testing.T) {

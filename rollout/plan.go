@@ -23,6 +23,27 @@ func inTransition(s tandem.PlanStep) bool {
 	return s == tandem.StepBackfill || s == tandem.StepShadowSoak || s == tandem.StepAwaitingApproval || s == tandem.StepMySQLSoak
 }
 
+// soaking reports whether a pod at step s has a soak that runs or has run:
+// the other steps (pending, backfill, done, skipped, aborted) have no soak
+// to show.
+func soaking(s tandem.PlanStep) bool {
+	return s == tandem.StepShadowSoak || s == tandem.StepAwaitingApproval || s == tandem.StepMySQLSoak
+}
+
+// withoutSoak drops the min_soak gate from g, for a pod with no soak: an
+// aborted pod would otherwise still say "15s more soak".
+func withoutSoak(g tandem.PlanGates) tandem.PlanGates {
+	out := tandem.PlanGates{Passing: true, Checks: make([]tandem.GateCheck, 0, len(g.Checks))}
+	for _, ch := range g.Checks {
+		if ch.Gate == GateMinSoak {
+			continue
+		}
+		out.Checks = append(out.Checks, ch)
+		out.Passing = out.Passing && ch.Passing
+	}
+	return out
+}
+
 // PlanSettings are a plan's settings; the config's rollout.plan.* are the
 // defaults of StartPlan.
 type PlanSettings struct {
@@ -255,7 +276,9 @@ func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action stri
 		if to == tandem.PlanAborted {
 			for i := range d.Pods {
 				if inTransition(d.Pods[i].Step) {
-					d.Pods[i].Step = tandem.StepAborted
+					// What it waited for ("soaking in mysql until ...")
+					// no longer comes.
+					d.Pods[i].Step, d.Pods[i].Waiting = tandem.StepAborted, ""
 				}
 			}
 		}
@@ -332,7 +355,9 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 		if !ok {
 			p = planPod{Pod: name, Step: tandem.StepPending}
 		}
-		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: p.Step, Waiting: p.Waiting}
+		killed := c.engaged(name)
+		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: p.Step, Waiting: p.Waiting, KillSwitch: killed}
+		pp.SourceOfTruth = pp.Mode.Effective(killed).SourceOfTruth()
 		soak := set.ShadowSoak
 		mode := tandem.ModeShadow
 		if p.Step == tandem.StepMySQLSoak {
@@ -346,6 +371,9 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 			}
 		}
 		pp.Gates = c.PlanGates(name, mode, p.Since, soak)
+		if !soaking(p.Step) {
+			pp.Gates = withoutSoak(pp.Gates)
+		}
 		out.Pods = append(out.Pods, pp)
 	}
 	return out

@@ -126,9 +126,35 @@ func TestE2EDashboard(t *testing.T) {
 		{"WatchDrawsTheRealReport", func(t *testing.T) {
 			card := fmt.Sprintf(`[data-testid="watch-%s"]`, podA)
 			b.WaitFor(`(document.querySelector('` + card + ` [data-chart="divergence"] polyline[data-series="outcome_mismatch"]')?.getAttribute("points") || "").trim().split(/\s+/).length >= 2`)
-			if got := b.Text(card + ` [data-gate="comparisons"]`); !strings.Contains(got, " of ") {
+			// Pod A is killed: the gates are pod B's.
+			if got := b.Text(fmt.Sprintf(`[data-testid="watch-%s"] [data-gate="min_comparisons"]`, podB)); !strings.Contains(got, " of ") {
 				t.Errorf("got the comparisons gate %q, want its value of its threshold", got)
 			}
+		}},
+		{"ViewsSayWhatIsTrue", func(t *testing.T) {
+			in.Admin.tb = t
+			// Pod A is killed: its gates do not apply.
+			b.WaitFor(field(podA, "passing") + ` === "n/a (killed)"`)
+			// Pod A in mysql, then killed: Redis answers its buyers, and the
+			// plan card counts it so.
+			in.Admin.must(http.MethodDelete, "/admin/killswitch", obj{"reason": "promote by hand", "pods": []string{podA}}, http.StatusOK)
+			in.Admin.must(http.MethodPut, "/admin/pods/"+podA+"/mode", obj{"mode": "mysql", "reason": "views", "force": true}, http.StatusOK)
+			b.WaitFor(`document.querySelector("#plan-modes").textContent.startsWith("Pods now: 1 of 2 on MySQL")`)
+			in.Admin.must(http.MethodPost, "/admin/killswitch", obj{"reason": "mysql errors", "pods": []string{podA}}, http.StatusOK)
+			b.WaitFor(`document.querySelector("#plan-modes").textContent.startsWith("Pods now: 0 of 2 on MySQL")`)
+			if got := b.Text("#plan-modes"); !strings.Contains(got, "killed, served by Redis: "+podA) {
+				t.Errorf("got plan modes %q, want pod A named as killed and served by Redis", got)
+			}
+			// Two pods killed for different reasons: each says its own.
+			in.Admin.must(http.MethodPost, "/admin/killswitch", obj{"reason": "pod B p99", "pods": []string{podB}}, http.StatusOK)
+			b.WaitFor(fmt.Sprintf(`(document.querySelector('#killswitch-pods [data-pod=%q]')?.textContent || "").endsWith(": pod B p99")`, podB))
+			if got := b.Text(fmt.Sprintf(`#killswitch-pods [data-pod=%q]`, podA)); !strings.HasSuffix(got, ": mysql errors") {
+				t.Errorf("got pod A's engagement %q, want its own reason", got)
+			}
+			if got := b.Text("#killswitch-state"); strings.Contains(got, "reason") || strings.Contains(got, "since") {
+				t.Errorf("got kill switch state %q, want no since or reason that mixes the pods", got)
+			}
+			b.WaitFor(field(podB, "passing") + ` === "n/a (killed)"`)
 		}},
 		{"Screenshot", func(t *testing.T) {
 			b.WaitFor(`document.querySelector("#audit-log").textContent.includes("killswitch_engage")`)

@@ -37,10 +37,11 @@ func TestE2EAnswersExplain(t *testing.T) {
 		gates, _ := podStatus(in.Admin, podA)["gates"].(obj)
 		checks := asSlice(gates["checks"])
 		if len(checks) != 3 {
-			t.Fatalf("got checks %v, want comparisons, divergence_rate and audit", gates["checks"])
+			t.Fatalf("got checks %v, want min_comparisons, max_divergence_rate and audit_clean", gates["checks"])
 		}
-		want := map[string]float64{"comparisons": float64(cfg.Rollout.GateMinComparisons),
-			"divergence_rate": cfg.Rollout.GateMaxDivergenceRate, "audit": 1}
+		// Named as in failed_gates: one vocabulary.
+		want := map[string]float64{"min_comparisons": float64(cfg.Rollout.GateMinComparisons),
+			"max_divergence_rate": cfg.Rollout.GateMaxDivergenceRate, "audit_clean": 1}
 		for _, c := range checks {
 			c := c.(obj)
 			gate, _ := c["gate"].(string)
@@ -49,7 +50,7 @@ func TestE2EAnswersExplain(t *testing.T) {
 			}
 		}
 		if c := checks[0].(obj); c["passing"] != false || !strings.Contains(c["missing"].(string), "more comparisons") {
-			t.Errorf("got %v, want a failing comparisons gate saying how many more", c)
+			t.Errorf("got %v, want a failing min_comparisons gate saying how many more", c)
 		}
 	})
 

@@ -75,7 +75,8 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 }
 
 // checkLines formats details.checks of a refused promotion, one gate a
-// line: "comparisons: 660 (threshold 1000) FAIL: 340 more comparisons".
+// line: "gate min_comparisons: 660 (threshold >= 1000) FAIL: 340 more
+// comparisons".
 func checkLines(v any) []string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -87,7 +88,8 @@ func checkLines(v any) []string {
 	}
 	lines := make([]string, 0, len(checks))
 	for _, c := range checks {
-		line := fmt.Sprintf("gate %s: %g (threshold %g) %s", c.Gate, c.Value, c.Threshold, onOff(c.Passing, "pass", "FAIL"))
+		line := fmt.Sprintf("gate %s: %s (threshold %s) %s", c.Gate, gateNumber(c.Gate, c.Value),
+			gateThreshold(c.Gate, c.Threshold), gateStatus(c))
 		if c.Missing != "" {
 			line += ": " + c.Missing
 		}

@@ -77,6 +77,10 @@ func showPods(ctx context.Context, c *client, args []string) error {
 			return err
 		}
 		printPods(c.stdout, []tandem.PodStatus{pod})
+		if pod.KillSwitch {
+			fmt.Fprintf(c.stdout, "\ngates: %s while the kill switch is engaged (Redis serves %s whatever they say)\n", notApplicable, pod.Pod)
+			return nil
+		}
 		printGateChecks(c.stdout, pod.Gates.Checks)
 	}
 	return nil

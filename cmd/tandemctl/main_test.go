@@ -89,12 +89,22 @@ func envFor(url string) map[string]string {
 	return map[string]string{"TANDEM_ADMIN_URL": url, "TANDEM_ADMIN_TOKEN": token, "USER": "alice"}
 }
 
-const podsAnswer = `{"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":1200,"divergence_rate":0.0005,"last_audit_clean":true,"passing":true,"failed_gates":[]}},` +
-	`{"pod":"pod-b","mode":"mysql","source_of_truth":"redis","shadow":"mysql","kill_switch":true,"shops":"4-9","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":3,"divergence_rate":0,"last_audit_clean":false,"passing":false,"failed_gates":["min_comparisons","audit_clean"]}}]}`
+// podsAnswer has a pod whose gates pass, a killed one whose last audit
+// found drift, and one with no comparison and no audit yet.
+const podsAnswer = `{"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":1200,"divergence_rate":0.0005,"last_audit_clean":true,"last_audit_at":"2026-11-30T09:59:00Z","passing":true,"failed_gates":[]}},` +
+	`{"pod":"pod-b","mode":"mysql","source_of_truth":"redis","shadow":"mysql","kill_switch":true,"shops":"4-9","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":3,"divergence_rate":0,"last_audit_clean":false,"last_audit_at":"2026-11-30T09:59:00Z","passing":false,"failed_gates":["min_comparisons","audit_clean"]}},` +
+	`{"pod":"pod-c","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"10-12","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":false,"last_audit_at":null,"passing":false,"failed_gates":["min_comparisons","audit_clean"]}}]}`
 
 const podAnswer = `{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":true,"passing":false,"failed_gates":["min_comparisons"]}}`
 
-const ksAnswer = `{"engaged":true,"pods":["pod-a","pod-b"],"since":"2026-11-30T10:00:00Z","reason":"incident 42"}`
+// ksAnswer has pod-b killed first, then pod-a for another reason: the
+// switch-wide since is pod-b's and the reason pod-a's.
+const ksAnswer = `{"engaged":true,"pods":["pod-a","pod-b"],"since":"2026-11-30T10:00:00Z","reason":"incident 42",` +
+	`"engagements":[{"pod":"pod-a","since":"2026-11-30T10:05:00Z","actor":"alice","reason":"incident 42"},` +
+	`{"pod":"pod-b","since":"2026-11-30T10:00:00Z","actor":"auto","reason":"divergence rate 0.0506 >= 0.0500"}]}`
+
+// ksOldAnswer is a kill switch answer without engagements.
+const ksOldAnswer = `{"engaged":true,"pods":["pod-a"],"since":"2026-11-30T10:00:00Z","reason":"incident 42"}`
 
 func TestCommands(t *testing.T) {
 	tests := []struct {
@@ -112,7 +122,11 @@ func TestCommands(t *testing.T) {
 	}{
 		{name: "PodsTable", args: []string{"pods"}, status: 200, answer: podsAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods",
-			wantOut: []string{"POD", "MODE", "GATES", "pod-a", "shadow", "1200", "0.050%", "pass", "pod-b", "ENGAGED", "fail: min_comparisons,audit_clean", "2026-11-30T10:00:00Z"}},
+			wantOut: []string{
+				"POD    MODE    SOT    SHADOW  KILL     SHOPS  COMPARISONS  DIV_RATE  AUDIT         GATES                              UPDATED\n",
+				"pod-a  shadow  redis  mysql   off      1-3    1200         0.050%    clean         pass                               2026-11-30T10:00:00Z\n",
+				"pod-b  mysql   redis  mysql   ENGAGED  4-9    3            0.000%    not clean     n/a (killed)                       2026-11-30T10:00:00Z\n",
+				"pod-c  shadow  redis  mysql   off      10-12  0            n/a       no audit yet  fail: min_comparisons,audit_clean  2026-11-30T10:00:00Z\n"}},
 		{name: "PodsOne", args: []string{"pods", "pod-a"}, status: 200, answer: podAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons"}},
 		{name: "ModeApplies", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 200, answer: podAnswer,
@@ -151,6 +165,8 @@ func TestCommands(t *testing.T) {
 		{name: "KillAllPods", args: []string{"kill", "--all", "--reason", "incident 42"}, status: 200, answer: ksAnswer,
 			wantMethod: "POST", wantPath: "/admin/killswitch", wantBody: map[string]any{"reason": "incident 42"},
 			wantOut: []string{"kill switch: ENGAGED for pod-a,pod-b", "incident 42"}},
+		{name: "KillSwitchShowWithoutEngagements", args: []string{"killswitch"}, status: 200, answer: ksOldAnswer,
+			wantMethod: "GET", wantPath: "/admin/killswitch", wantOut: []string{"ENGAGED for pod-a\n", "since:       2026-11-30T10:00:00Z\n", "reason:      incident 42\n"}},
 		{name: "KillSomePods", args: []string{"kill", "--pods", "pod-a, pod-b", "--reason", "incident 42"}, status: 200, answer: ksAnswer,
 			wantMethod: "POST", wantPath: "/admin/killswitch",
 			wantBody: map[string]any{"reason": "incident 42", "pods": []any{"pod-a", "pod-b"}}},
@@ -163,7 +179,12 @@ func TestCommands(t *testing.T) {
 			wantMethod: "DELETE", wantPath: "/admin/killswitch",
 			wantBody: map[string]any{"reason": "recovered", "pods": []any{"pod-a"}}, wantOut: []string{"kill switch: off"}},
 		{name: "KillSwitchShow", args: []string{"killswitch"}, status: 200, answer: ksAnswer,
-			wantMethod: "GET", wantPath: "/admin/killswitch", wantOut: []string{"ENGAGED", "since:       2026-11-30T10:00:00Z"}},
+			wantMethod: "GET", wantPath: "/admin/killswitch", wantOut: []string{"kill switch: ENGAGED for pod-a,pod-b\n" +
+				"POD    SINCE                 BY     REASON\n" +
+				"pod-a  2026-11-30T10:05:00Z  alice  incident 42\n" +
+				"pod-b  2026-11-30T10:00:00Z  auto   divergence rate 0.0506 >= 0.0500\n"}},
+		{name: "KillSwitchShowJSONUnchanged", args: []string{"--json", "killswitch"}, status: 200, answer: ksAnswer,
+			wantMethod: "GET", wantPath: "/admin/killswitch", wantOut: []string{ksAnswer}},
 		{name: "DivergencesFiltered", args: []string{"divergences", "--pod", "pod-a", "--kind", "outcome_mismatch", "--limit", "5"}, status: 200,
 			answer: `{"divergences":[{"id":17,"at":"2026-11-30T10:00:00Z","pod":"pod-a","op":"reserve","kind":"outcome_mismatch","cart_token":"c-9","shop_id":1,"source_of_truth":"redis",` +
 				`"primary":{"store":"redis","status":"reserved","lines":[{"inventory_item_id":100,"quantity":2,"group_id":1}],"latency_ms":1},` +
@@ -178,6 +199,12 @@ func TestCommands(t *testing.T) {
 				`"divergence_rate":0.002,"latency_ms":{"redis":{"p50":1.2,"p99":4.5},"mysql":{"p50":2.5,"p99":9.75}}}]}`,
 			wantMethod: "GET", wantPath: "/admin/report",
 			wantOut: []string{"REDIS_P99", "pod-a", "15m", "1000", "998", "0.200%", "1.20ms", "4.50ms", "2.50ms", "9.75ms", "outcome_mismatch=1,shadow_timeout=1"}},
+		{name: "ReportWithoutComparisons", args: []string{"report"}, status: 200,
+			answer: `{"pods":[{"pod":"pod-b","mode":"redis","window":"15m","comparisons":0,"matches":0,` +
+				`"divergences":{"outcome_mismatch":0,"location_mismatch":0,"shadow_error":0,"shadow_timeout":0,"shadow_dropped":0,"state_drift":0},` +
+				`"divergence_rate":0,"latency_ms":{"redis":{"p50":0,"p99":0},"mysql":{"p50":0,"p99":0}}}]}`,
+			wantMethod: "GET", wantPath: "/admin/report",
+			wantOut: []string{"pod-b  redis  15m     0            0        n/a       n/a        n/a        n/a        n/a        none\n"}},
 		{name: "AuditDefaultReason", args: []string{"audit", "pod-a"}, status: 200,
 			answer:     `{"pod":"pod-a","at":"2026-11-30T10:00:00Z","checked":120,"clean":true,"drifted":[]}`,
 			wantMethod: "POST", wantPath: "/admin/pods/pod-a/audit", wantBody: map[string]any{"reason": "tandemctl audit"},

@@ -13,9 +13,9 @@ import (
 	main "github.com/tandemhq/tandem/cmd/tandemctl"
 )
 
-const checksJSON = `[{"gate":"comparisons","value":660,"threshold":1000,"passing":false,"missing":"340 more comparisons in the 15m window"},` +
-	`{"gate":"divergence_rate","value":0.0005,"threshold":0.001,"passing":true},` +
-	`{"gate":"audit","value":0,"threshold":1,"passing":false,"missing":"no audit yet: run tandemctl audit pod-a"}]`
+const checksJSON = `[{"gate":"min_comparisons","value":660,"threshold":1000,"passing":false,"missing":"340 more comparisons in the 15m window"},` +
+	`{"gate":"max_divergence_rate","value":0.0005,"threshold":0.001,"passing":true},` +
+	`{"gate":"audit_clean","value":0,"threshold":1,"passing":false,"missing":"no audit yet: run tandemctl audit pod-a"}]`
 
 // TestExplainingAnswers checks how tandemctl shows gate checks, allowed
 // next modes and drift.
@@ -34,10 +34,10 @@ func TestExplainingAnswers(t *testing.T) {
 				`"message":"pod pod-a cannot go from shadow to mysql: gates failing: comparisons 660 of 1000","checks":` + checksJSON + `}`,
 			1,
 			[]string{"would be REFUSED", "allowed next: redis, mysql", "why:          pod pod-a cannot go from shadow to mysql",
-				"GATE             VALUE       THRESHOLD        STATUS  MISSING",
-				"comparisons      660         >= 1000          FAIL    340 more comparisons in the 15m window",
-				"divergence_rate  0.050%      <= 0.100%        pass    -",
-				"audit            none clean  clean in window  FAIL    no audit yet: run tandemctl audit pod-a"},
+				"GATE                 VALUE       THRESHOLD        STATUS  MISSING",
+				"min_comparisons      660         >= 1000          FAIL    340 more comparisons in the 15m window",
+				"max_divergence_rate  0.050%      <= 0.100%        pass    -",
+				"audit_clean          none clean  clean in window  FAIL    no audit yet: run tandemctl audit pod-a"},
 			[]string{"would be refused (failed gates: min_comparisons,audit_clean)"}},
 		{"DryRunThatApplies", []string{"mode", "pod-a", "shadow", "--reason", "r", "--dry-run"}, 200,
 			`{"would_apply":true,"failed_gates":[],"allowed":["shadow"]}`, 0,
@@ -46,11 +46,15 @@ func TestExplainingAnswers(t *testing.T) {
 			`{"error":{"code":"transition_refused","message":"pod pod-a cannot go from shadow to mysql: gates failing","details":{"allowed":["redis","mysql"],"failed_gates":["min_comparisons"],"checks":` + checksJSON + `}}}`,
 			1, nil,
 			[]string{"transition_refused: pod pod-a cannot go from shadow to mysql", "  allowed: redis, mysql",
-				"  gate comparisons: 660 (threshold 1000) FAIL: 340 more comparisons in the 15m window",
-				"  gate divergence_rate: 0.0005 (threshold 0.001) pass\n", "  failed_gates: min_comparisons"}},
+				"  gate min_comparisons: 660 (threshold >= 1000) FAIL: 340 more comparisons in the 15m window",
+				"  gate max_divergence_rate: 0.050% (threshold <= 0.100%) pass\n", "  failed_gates: min_comparisons"}},
 		{"OnePodShowsItsChecks", []string{"pods", "pod-a"}, 200,
 			strings.Replace(podAnswer, `"failed_gates":["min_comparisons"]}`, `"failed_gates":["min_comparisons"],"checks":`+checksJSON+`}`, 1), 0,
-			[]string{"pod-a", "comparisons      660", "340 more comparisons"}, nil},
+			[]string{"pod-a", "min_comparisons      660", "340 more comparisons"}, nil},
+		{"KilledPodShowsNoGates", []string{"pods", "pod-a"}, 200,
+			strings.Replace(strings.Replace(podAnswer, `"kill_switch":false`, `"kill_switch":true`, 1),
+				`"failed_gates":["min_comparisons"]}`, `"failed_gates":["min_comparisons"],"checks":`+checksJSON+`}`, 1), 0,
+			[]string{"n/a (killed)", "gates: n/a while the kill switch is engaged (Redis serves pod-a whatever they say)"}, nil},
 		{"AuditDriftFailsOnDrift", []string{"audit", "pod-a", "--fail-on-drift"}, 200,
 			`{"pod":"pod-a","at":"2026-11-30T10:00:00Z","checked":12,"clean":false,"drifted":[{"shop_id":1,"inventory_item_id":2,"group_id":3,"ledger_on_hand":10,"redis_available":4,"mysql_available":5}]}`,
 			main.ExitDrift, []string{"DRIFT in 1 positions"}, []string{"drift: 1 of 12 positions of pod pod-a disagree"}},

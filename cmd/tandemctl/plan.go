@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -123,7 +124,8 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 		fmt.Fprintln(w, "no pods")
 		return
 	}
-	tw := newTable(w, "ORDER", "POD", "MODE", "STEP", "SOAK_LEFT", "GATES", "WAITING")
+	fmt.Fprintf(w, "on mysql:    %s\n", planSourceOfTruth(st.Pods))
+	tw := newTable(w, "ORDER", "POD", "MODE", "SOT", "STEP", "SOAK_LEFT", "GATES", "WAITING")
 	for i, p := range st.Pods {
 		left := "-"
 		if p.SoakUntil != nil {
@@ -132,22 +134,55 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 				left = d.Round(time.Second).String()
 			}
 		}
-		row(tw, strconv.Itoa(i+1), p.Pod, string(p.Mode), string(p.Step), left, planGates(p.Gates), orDash(p.Waiting))
+		sot := effectiveSoT(p)
+		if p.KillSwitch {
+			sot += " (killed)"
+		}
+		row(tw, strconv.Itoa(i+1), p.Pod, string(p.Mode), sot, string(p.Step), left, planGates(p), orDash(p.Waiting))
 	}
 	tw.Flush()
 	for _, p := range st.Pods {
-		if p.Step == tandem.StepPending || p.Step == tandem.StepDone || p.Step == tandem.StepSkipped {
+		switch p.Step {
+		case tandem.StepPending, tandem.StepDone, tandem.StepSkipped, tandem.StepAborted:
+			continue
+		}
+		if p.KillSwitch {
+			fmt.Fprintf(w, "%s gates: %s while its kill switch is engaged\n", p.Pod, notApplicable)
 			continue
 		}
 		fmt.Fprintf(w, "%s gates:\n", p.Pod)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, ch := range p.Gates.Checks {
-			fmt.Fprintf(w, "  %-20s %-5s value %g, threshold %g", ch.Gate, onOff(ch.Passing, "pass", "FAIL"), ch.Value, ch.Threshold)
+			line := fmt.Sprintf("  %s\t%s\tvalue %s\tthreshold %s", ch.Gate, gateStatus(ch),
+				gateNumber(ch.Gate, ch.Value), gateThreshold(ch.Gate, ch.Threshold))
 			if ch.Missing != "" {
-				fmt.Fprintf(w, " (%s)", ch.Missing)
+				line += "\t(" + ch.Missing + ")"
 			}
-			fmt.Fprintln(w)
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
+}
+
+// planSourceOfTruth counts the pods MySQL answers for now, by their
+// effective source of truth (a killed pod in mysql is served by Redis):
+// "1 of 3 pods as source of truth (killed, served by Redis: pod-b)".
+func planSourceOfTruth(pods []tandem.PlanPod) string {
+	onMySQL := 0
+	var killed []string
+	for _, p := range pods {
+		if effectiveSoT(p) == tandem.StoreMySQL {
+			onMySQL++
+		}
+		if p.KillSwitch && p.Mode.SourceOfTruth() == tandem.StoreMySQL {
+			killed = append(killed, p.Pod)
 		}
 	}
+	s := fmt.Sprintf("%d of %d pods as source of truth", onMySQL, len(pods))
+	if len(killed) > 0 {
+		s += fmt.Sprintf(" (killed, served by Redis: %s)", strings.Join(killed, ","))
+	}
+	return s
 }
 
 // planETA estimates the time the soaks still take: the rest of each
@@ -176,16 +211,29 @@ func planETA(st tandem.Plan, now time.Time) (time.Duration, bool) {
 	return (total / time.Duration(st.Settings.Parallel)).Round(time.Second), true
 }
 
-// planGates sums a pod's gates up: "pass", or the failing ones.
-func planGates(g tandem.PlanGates) string {
-	if g.Passing {
+// effectiveSoT is the store that answers p's buyers now; a server that
+// does not say is taken to mean the one of p's mode, killed or not.
+func effectiveSoT(p tandem.PlanPod) string {
+	if p.SourceOfTruth != "" {
+		return p.SourceOfTruth
+	}
+	return p.Mode.Effective(p.KillSwitch).SourceOfTruth()
+}
+
+// planGates sums a pod's gates up: "pass", the failing ones, or n/a while
+// its kill switch is engaged.
+func planGates(p tandem.PlanPod) string {
+	if p.KillSwitch {
+		return notApplicable + " (killed)"
+	}
+	if p.Gates.Passing {
 		return "pass"
 	}
 	var bad []string
-	for _, ch := range g.Checks {
+	for _, ch := range p.Gates.Checks {
 		if !ch.Passing {
 			bad = append(bad, ch.Gate)
 		}
 	}
-	return "fail: " + strings.Join(bad, ",")
+	return "fail: " + listOr(bad, "?")
 }

@@ -14,6 +14,27 @@ const planAnswer = `{"phase":"running","driver":"i-1","lease_until":"2026-11-30T
 	`{"pod":"pod-c","mode":"redis","step":"pending","gates":{"passing":false,"checks":[]}}],` +
 	`"order":["pod-b","pod-a","pod-c"],"promoted":["pod-b"]}`
 
+// planGatesAnswer is a pod in its shadow soak with every gate of the plan,
+// values as the server measures them (not rounded).
+const planGatesAnswer = `{"phase":"running","settings":{"shadow_soak":"30s","mysql_soak":"30s","final_mode":"mysql","parallel":1,"approval":false},` +
+	`"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","kill_switch":false,"step":"shadow_soak","soak_until":"2026-11-30T10:00:30Z",` +
+	`"gates":{"passing":false,"checks":[` +
+	`{"gate":"min_comparisons","value":1200,"threshold":1000,"passing":true},` +
+	`{"gate":"max_divergence_rate","value":0.0005,"threshold":0.001,"passing":true},` +
+	`{"gate":"audit_clean","value":1,"threshold":1,"passing":true},` +
+	`{"gate":"mysql_p99_factor","value":3.7795275590551185,"threshold":3,"passing":false,"missing":"MySQL p99 9.60ms is 3.78x Redis's 2.54ms, at most 3.00x"},` +
+	`{"gate":"mysql_error_rate","value":0.00012345,"threshold":0.001,"passing":true},` +
+	`{"gate":"min_soak","value":6.680839197,"threshold":30,"passing":false,"missing":"23s more soak"}]}}],` +
+	`"order":["pod-a"],"promoted":[]}`
+
+// planKilledAnswer has pod-b in mysql with its kill switch engaged: Redis
+// answers its buyers.
+const planKilledAnswer = `{"phase":"running","settings":{"shadow_soak":"30s","mysql_soak":"30s","final_mode":"mysql","parallel":1,"approval":false},` +
+	`"pods":[{"pod":"pod-a","mode":"mysql","source_of_truth":"mysql","kill_switch":false,"step":"done","gates":{"passing":true,"checks":[]}},` +
+	`{"pod":"pod-b","mode":"mysql","source_of_truth":"redis","kill_switch":true,"step":"mysql_soak","soak_until":"2026-11-30T10:00:30Z","gates":{"passing":true,"checks":[]}},` +
+	`{"pod":"pod-c","mode":"shadow","source_of_truth":"redis","kill_switch":false,"step":"pending","gates":{"passing":false,"checks":[]}}],` +
+	`"order":["pod-a","pod-b","pod-c"],"promoted":["pod-a","pod-b"]}`
+
 func TestPlan(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -32,8 +53,22 @@ func TestPlan(t *testing.T) {
 			wantOut: []string{"plan:        running\n", "driver:      i-1 (lease until 2026-11-30T10:00:10Z)\n",
 				"waiting:     pod-b: soaking in mysql until 2026-11-30T10:30:00Z\n",
 				"settings:    shadow soak 30m0s, mysql soak 30m0s, final mode mysql, parallel 1, approval false\n",
-				"ORDER  POD    MODE   STEP        SOAK_LEFT  GATES", "1      pod-b  mysql  mysql_soak", "2      pod-a  redis  pending",
-				"pod-b gates:\n", "min_soak", "29m0s more soak", "eta:         about "}},
+				"ORDER  POD    MODE   SOT    STEP        SOAK_LEFT  GATES", "1      pod-b  mysql  mysql  mysql_soak", "2      pod-a  redis  redis  pending",
+				"pod-b gates:\n", "min_soak  FAIL  value 1m  threshold >= 30m  (29m0s more soak)", "eta:         about ",
+				"on mysql:    1 of 3 pods as source of truth\n"}},
+		{name: "GateValuesInTheirUnits", args: []string{"plan"}, status: 200, answer: planGatesAnswer,
+			wantMethod: "GET", wantPath: "/admin/plan",
+			wantOut: []string{"min_comparisons      pass  value 1200    threshold >= 1000",
+				"max_divergence_rate  pass  value 0.050%  threshold <= 0.100%",
+				"audit_clean          pass  value clean   threshold clean in window",
+				"mysql_p99_factor     FAIL  value 3.78x   threshold <= 3.00x",
+				"mysql_error_rate     pass  value 0.012%  threshold <= 0.100%",
+				"min_soak             FAIL  value 6.7s    threshold >= 30s  (23s more soak)"}},
+		{name: "KilledPodCountsOnRedis", args: []string{"plan"}, status: 200, answer: planKilledAnswer,
+			wantMethod: "GET", wantPath: "/admin/plan",
+			wantOut: []string{"on mysql:    1 of 3 pods as source of truth (killed, served by Redis: pod-b)\n",
+				"1      pod-a  mysql   mysql           done", "2      pod-b  mysql   redis (killed)  mysql_soak  ",
+				"n/a (killed)", "pod-b gates: n/a while its kill switch is engaged\n"}},
 		{name: "StatusIdleNoPods", args: []string{"plan"}, status: 200, answer: `{"phase":"idle","order":[],"promoted":[],"pods":[]}`,
 			wantMethod: "GET", wantPath: "/admin/plan", wantOut: []string{"plan:        idle\n", "no pods\n"}},
 		{name: "Start", args: []string{"plan", "start", "--reason", "gates green"}, status: 200, answer: planAnswer,
@@ -42,11 +77,11 @@ func TestPlan(t *testing.T) {
 		{name: "PauseFlagFirst", args: []string{"plan", "--reason=peak hours", "pause"}, status: 200,
 			answer:     `{"phase":"paused","pods":[{"pod":"pod-b","mode":"shadow","step":"shadow_soak","gates":{"passing":true,"checks":[]}}],"waiting":"paused by alice: peak hours"}`,
 			wantMethod: "POST", wantPath: "/admin/plan/pause", wantBody: map[string]any{"reason": "peak hours"},
-			wantOut: []string{"plan:        paused", "paused by alice: peak hours", "pod-b  shadow  shadow_soak"}},
+			wantOut: []string{"plan:        paused", "paused by alice: peak hours", "pod-b  shadow  redis  shadow_soak"}},
 		{name: "Abort", args: []string{"plan", "abort", "--reason", "divergences"}, status: 200,
 			answer:     `{"phase":"aborted","pods":[{"pod":"pod-b","mode":"mysql","step":"aborted","gates":{"passing":false,"checks":[]}}],"waiting":"aborted by alice: divergences"}`,
 			wantMethod: "POST", wantPath: "/admin/plan/abort", wantBody: map[string]any{"reason": "divergences"},
-			wantOut: []string{"plan:        aborted", "pod-b  mysql  aborted"}},
+			wantOut: []string{"plan:        aborted", "pod-b  mysql  mysql  aborted"}},
 		{name: "Resume", args: []string{"plan", "resume", "--reason", "after peak"}, status: 200, answer: planAnswer,
 			wantMethod: "POST", wantPath: "/admin/plan/resume", wantBody: map[string]any{"reason": "after peak"},
 			wantOut: []string{"plan:        running"}},

@@ -32,13 +32,9 @@ func printPods(w io.Writer, pods []tandem.PodStatus) {
 	}
 	tw := newTable(w, "POD", "MODE", "SOT", "SHADOW", "KILL", "SHOPS", "COMPARISONS", "DIV_RATE", "AUDIT", "GATES", "UPDATED")
 	for _, p := range pods {
-		gates := "pass"
-		if !p.Gates.Passing {
-			gates = "fail: " + listOr(p.Gates.FailedGates, "?")
-		}
 		row(tw, p.Pod, string(p.Mode), p.SourceOfTruth, orDash(p.Shadow), onOff(p.KillSwitch, "ENGAGED", "off"),
-			orDash(p.Shops), strconv.FormatInt(p.Gates.Comparisons, 10), rate(p.Gates.DivergenceRate),
-			onOff(p.Gates.LastAuditClean, "clean", "not clean"), gates, when(p.UpdatedAt))
+			orDash(p.Shops), strconv.FormatInt(p.Gates.Comparisons, 10), rateOf(p.Gates.DivergenceRate, p.Gates.Comparisons),
+			auditVerdict(p.Gates), podGates(p), when(p.UpdatedAt))
 	}
 	tw.Flush()
 	for _, p := range pods {
@@ -90,29 +86,35 @@ func printGateChecks(w io.Writer, checks []tandem.GateCheck) {
 	fmt.Fprintln(w)
 	tw := newTable(w, "GATE", "VALUE", "THRESHOLD", "STATUS", "MISSING")
 	for _, c := range checks {
-		value, threshold := strconv.FormatFloat(c.Value, 'f', -1, 64), ">= "+strconv.FormatFloat(c.Threshold, 'f', -1, 64)
-		switch c.Gate {
-		case tandem.GateDivergenceRate:
-			value, threshold = rate(c.Value), "<= "+rate(c.Threshold)
-		case tandem.GateAudit:
-			value, threshold = onOff(c.Value >= c.Threshold, "clean", "none clean"), "clean in window"
-		}
-		row(tw, c.Gate, value, threshold, onOff(c.Passing, "pass", "FAIL"), orDash(c.Missing))
+		row(tw, c.Gate, gateNumber(c.Gate, c.Value), gateThreshold(c.Gate, c.Threshold), gateStatus(c), orDash(c.Missing))
 	}
 	tw.Flush()
 }
 
+// printKillSwitch says which pods are killed and, per pod, since when, by
+// whom and why: with two pods killed, the switch-wide since (the earliest)
+// and reason (the latest) belong to different engagements.
 func printKillSwitch(w io.Writer, st tandem.KillSwitchState) {
 	if st.Engaged {
 		fmt.Fprintf(w, "kill switch: ENGAGED for %s\n", listOr(st.Pods, "no pod"))
 	} else {
 		fmt.Fprintln(w, "kill switch: off")
 	}
-	if st.Since != nil && !st.Since.IsZero() {
-		fmt.Fprintf(w, "since:       %s\n", when(*st.Since))
-	}
-	if st.Reason != "" {
-		fmt.Fprintf(w, "reason:      %s\n", st.Reason)
+	if len(st.Engagements) > 0 {
+		tw := newTable(w, "POD", "SINCE", "BY", "REASON")
+		for _, e := range st.Engagements {
+			row(tw, e.Pod, when(e.Since), orDash(e.Actor), e.Reason)
+		}
+		tw.Flush()
+	} else if len(st.Pods) <= 1 {
+		// A server without engagements: since and reason are the one
+		// pod's own only when one pod is killed.
+		if st.Since != nil && !st.Since.IsZero() {
+			fmt.Fprintf(w, "since:       %s\n", when(*st.Since))
+		}
+		if st.Reason != "" {
+			fmt.Fprintf(w, "reason:      %s\n", st.Reason)
+		}
 	}
 	for _, r := range st.Refused {
 		fmt.Fprintf(w, "refused:     %s: %s\n", r.Pod, r.Reason)
@@ -164,24 +166,27 @@ func printReport(w io.Writer, rs []tandem.Report) {
 			}
 		}
 		row(tw, r.Pod, string(r.Mode), orDash(r.Window), strconv.FormatInt(r.Comparisons, 10),
-			strconv.FormatInt(r.Matches, 10), rate(r.DivergenceRate),
-			latency(r.LatencyMS, tandem.StoreRedis, false), latency(r.LatencyMS, tandem.StoreRedis, true),
-			latency(r.LatencyMS, tandem.StoreMySQL, false), latency(r.LatencyMS, tandem.StoreMySQL, true),
+			strconv.FormatInt(r.Matches, 10), rateOf(r.DivergenceRate, r.Comparisons),
+			latency(r, tandem.StoreRedis, false), latency(r, tandem.StoreRedis, true),
+			latency(r, tandem.StoreMySQL, false), latency(r, tandem.StoreMySQL, true),
 			listOr(kinds, "none"))
 	}
 	tw.Flush()
 }
 
-func latency(m map[string]tandem.LatencyStats, store string, p99 bool) string {
-	s, ok := m[store]
-	if !ok {
-		return "-"
+// latency formats a store's p50 or p99 in a report: n/a when the window
+// holds no sample of it (no comparison, or a store the mode does not use:
+// both percentiles read 0).
+func latency(r tandem.Report, store string, p99 bool) string {
+	s, ok := r.LatencyMS[store]
+	if !ok || (s.P50 == 0 && s.P99 == 0) {
+		return notApplicable
 	}
 	v := s.P50
 	if p99 {
 		v = s.P99
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + "ms"
+	return millis(v)
 }
 
 func printAudit(w io.Writer, a tandem.Audit) {

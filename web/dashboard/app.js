@@ -21,7 +21,7 @@
   // (kill_switch, transition, resync) refuse whatever force says.
   const OVERRIDABLE = ["min_comparisons", "max_divergence_rate", "audit_clean"];
   const Charts = window.TandemCharts;
-  const { KINDS, $, el, badge, when, timeCell, pct, num, ms, syncRows, modeBadge, usesStore } = window.TandemUI;
+  const { KINDS, NA, $, el, badge, when, timeCell, num, ms, rateOf, syncRows, modeBadge, usesStore } = window.TandemUI;
   const { fillCard, diffTable } = window.TandemWatch;
 
   const state = {
@@ -182,11 +182,24 @@
     setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
     setField(tr, "shops", p.shops || "–");
     setField(tr, "comparisons", num(g.comparisons));
-    setField(tr, "divergence_rate", pct(g.divergence_rate));
-    setField(tr, "last_audit_clean", g.last_audit_clean ? badge("clean", "good") : badge("not clean", "warn"));
+    setField(tr, "divergence_rate", rateOf(g.divergence_rate, g.comparisons));
+    setField(tr, "last_audit_clean", auditBadge(g));
     const failed = Array.isArray(g.failed_gates) ? g.failed_gates : [];
+    if (p.kill_switch) {
+      // Redis serves a killed pod whatever its gates say.
+      setField(tr, "passing", badge(NA + " (killed)", "muted"));
+      return;
+    }
     setField(tr, "passing", g.passing ? badge("passing", "good") : badge("failing", "warn"),
       !g.passing && failed.length ? el("span", { class: "gate-list", text: failed.join(", ") }) : null);
+  }
+
+  // auditBadge says how the pod's last audit went; "no audit yet" when
+  // none ran (last_audit_at null), which is no drift found.
+  function auditBadge(g) {
+    if (g.last_audit_clean) return badge("clean", "good");
+    if (g.last_audit_at === null || g.last_audit_at === undefined) return badge("no audit yet", "muted");
+    return badge("not clean", "warn");
   }
 
   // engagementOf returns a pod's own engagement {since, reason, actor}: from
@@ -228,10 +241,10 @@
     p.dataset.engaged = ks.engaged ? "true" : "false";
     p.classList.toggle("engaged", !!ks.engaged);
     if (ks.engaged) {
-      const parts = ["Engaged for " + ((ks.pods || []).join(", ") || "no pod")];
-      if (ks.since) parts.push("since " + when(ks.since));
-      if (ks.reason) parts.push("reason: " + ks.reason);
-      p.textContent = parts.join(" · ");
+      // Since, by whom and why are each pod's own, in the list below: the
+      // switch-wide since (the earliest) and reason (the latest) belong to
+      // different pods once two are killed.
+      p.textContent = "Engaged for " + ((ks.pods || []).join(", ") || "no pod");
     } else {
       p.textContent = "Disengaged: every pod runs in its mode.";
     }
@@ -251,10 +264,12 @@
         const n = (r.divergences || {})[k];
         if (n) kinds.push(badge(k + " " + num(n), "warn"));
       }
+      // A latency is n/a for a store the mode does not use, and when the
+      // window holds no sample of it.
       const lat = (store) => {
-        if (!usesStore(r.mode, store)) return "n/a";
         const s = (r.latency_ms || {})[store];
-        return s ? ms(s.p50) + " / " + ms(s.p99) : "–";
+        if (!usesStore(r.mode, store) || !s || (!s.p50 && !s.p99)) return NA;
+        return ms(s.p50) + " / " + ms(s.p99);
       };
       tr.replaceChildren(
         el("th", { scope: "row", text: r.pod }),
@@ -262,7 +277,7 @@
         el("td", { text: r.window || "–" }),
         el("td", { class: "num", "data-field": "comparisons", text: num(r.comparisons) }),
         el("td", { class: "num", text: num(r.matches) }),
-        el("td", { class: "num", "data-field": "divergence_rate", text: pct(r.divergence_rate) }),
+        el("td", { class: "num", "data-field": "divergence_rate", text: rateOf(r.divergence_rate, r.comparisons) }),
         el("td", { class: "chips" }, ...(kinds.length ? kinds : [badge("none", "muted")])),
         el("td", { class: "num", "data-field": "latency_redis", text: lat("redis") }),
         el("td", { class: "num", "data-field": "latency_mysql", text: lat("mysql") }),
@@ -313,14 +328,25 @@
   // planPods lists the plan's pods in its order with their real mode:
   // PLAN.pods when the server gives them, else PLAN.order with each pod's
   // mode from GET /admin/pods.
+  // Each pod also says which store answers its buyers now (redis while
+  // it is killed, whatever its mode) and whether it is killed, from GET
+  // /admin/pods when it knows the pod, else from the plan.
   function planPods(p) {
-    const modeOf = (name) => (state.pods.find((x) => x.pod === name) || {}).mode;
+    const podOf = (name) => state.pods.find((x) => x.pod === name) || {};
+    const withSoT = (x) => {
+      const pod = podOf(x.pod);
+      const killed = pod.pod ? !!pod.kill_switch : !!x.kill_switch;
+      const sot = pod.source_of_truth || x.source_of_truth ||
+        (x.mode === "mysql_only" || (x.mode === "mysql" && !killed) ? "mysql" : x.mode ? "redis" : undefined);
+      return Object.assign(x, { mode: pod.mode || x.mode, source_of_truth: sot, kill_switch: killed });
+    };
     if (Array.isArray(p.pods) && p.pods.length) {
-      return p.pods.map((x) => ({ pod: x.pod, mode: modeOf(x.pod) || x.mode, step: x.step, soak_until: x.soak_until }));
+      return p.pods.map((x) => withSoT({ pod: x.pod, mode: x.mode, step: x.step, soak_until: x.soak_until,
+        source_of_truth: x.source_of_truth, kill_switch: x.kill_switch }));
     }
     const promoted = p.promoted || [];
     const order = (p.order && p.order.length) ? p.order : state.pods.map((x) => x.pod);
-    return order.map((name) => ({ pod: name, mode: modeOf(name),
+    return order.map((name) => withSoT({ pod: name,
       step: promoted.includes(name) ? "promoted" : "pending",
       soak_until: promoted[promoted.length - 1] === name ? p.soak_until : undefined }));
   }
@@ -346,15 +372,21 @@
     e.textContent = text;
     const counts = {};
     for (const x of pods) counts[x.mode || "unknown"] = (counts[x.mode || "unknown"] || 0) + 1;
-    const onMySQL = pods.filter((x) => x.mode === "mysql" || x.mode === "mysql_only").length;
+    // Counted by the store that answers now: a killed pod in mysql is
+    // served by Redis.
+    const onMySQL = pods.filter((x) => x.source_of_truth === "mysql").length;
+    const killed = pods.filter((x) => x.kill_switch && (x.mode === "mysql" || x.mode === "mysql_only")).map((x) => x.pod);
     $("#plan-modes").textContent = "Pods now: " + onMySQL + " of " + pods.length + " on MySQL as source of truth (" +
-      MODES.filter((m) => counts[m]).map((m) => counts[m] + " " + m).join(", ") + ")";
+      MODES.filter((m) => counts[m]).map((m) => counts[m] + " " + m).join(", ") + ")" +
+      (killed.length ? "; killed, served by Redis: " + killed.join(", ") : "");
     syncRows($("#plan-pods tbody"), pods, (x) => x.pod, (x) => el("tr", { "data-pod": x.pod }), (tr, x) => {
       tr.replaceChildren(
         el("th", { scope: "row", text: x.pod }),
         el("td", { "data-field": "mode" }, modeBadge(x.mode)),
+        el("td", { "data-field": "source_of_truth" }, x.source_of_truth || "–",
+          x.kill_switch ? el("span", { class: "hint", text: " (killed)" }) : null),
         el("td", { "data-field": "step", text: x.step || "–" }),
-        el("td", { text: x.soak_until ? when(x.soak_until) : "–" }),
+        el("td", { "data-field": "soak_until", text: x.soak_until ? when(x.soak_until) : "–" }),
       );
     });
     $("#plan-start").textContent = phase === "paused" ? "Resume…" : "Start…";

@@ -58,7 +58,8 @@ window.TandemCharts = (function () {
       for (const [k, v] of Object.entries(r.divergences || {})) kinds[k] = n > 0 ? v / n : 0;
       const lat = {};
       for (const [store, s] of Object.entries(r.latency_ms || {})) {
-        if (s && typeof s.p50 === "number" && typeof s.p99 === "number") lat[store] = { p50: s.p50, p99: s.p99 };
+        // Both percentiles at 0 is a window with no sample of the store.
+        if (s && typeof s.p50 === "number" && typeof s.p99 === "number" && (s.p50 || s.p99)) lat[store] = { p50: s.p50, p99: s.p99 };
       }
       buf.push({ t, rate: r.divergence_rate || 0, kinds, lat });
       buf.since(t - parseWindow(r.window));
@@ -154,7 +155,7 @@ window.TandemCharts = (function () {
   }
 
   // legend lists the series with their colour and latest value, n/a when a
-  // series does not apply.
+  // series does not apply or has no sample.
   function legend(series, format) {
     const ul = document.createElement("ul");
     ul.className = "legend";
@@ -163,7 +164,7 @@ window.TandemCharts = (function () {
       li.dataset.series = s.key;
       const sw = document.createElement("span");
       sw.className = "swatch " + s.cls;
-      const last = s.points && s.points.length ? format(s.points[s.points.length - 1][1]) : s.points ? "–" : "n/a";
+      const last = s.points && s.points.length ? format(s.points[s.points.length - 1][1]) : "n/a";
       li.append(sw, s.label + " " + last);
       if (!s.points) li.classList.add("na");
       ul.append(li);

@@ -121,11 +121,33 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("got pod-c's mode in the plan %q, want mysql", got)
 			}
 		}},
+		{"NoDataSaysNotApplicable", func(t *testing.T) {
+			b.T = t
+			// pod-a has no comparison and no audit yet: no 0.000%, no "not clean".
+			b.WaitFor(`document.querySelector('#report [data-pod="pod-a"] [data-field="divergence_rate"]')?.textContent === "n/a"`)
+			for _, c := range []struct{ sel, want string }{
+				{`#pods [data-pod="pod-a"] [data-field="divergence_rate"]`, "n/a"},
+				{`#pods [data-pod="pod-a"] [data-field="last_audit_clean"]`, "no audit yet"},
+				{`#pods [data-pod="pod-b"] [data-field="divergence_rate"]`, "0.240%"},
+				{`#pods [data-pod="pod-b"] [data-field="last_audit_clean"]`, "clean"},
+				{`#pods [data-pod="pod-c"] [data-field="last_audit_clean"]`, "not clean"},
+			} {
+				if got := b.Text(c.sel); got != c.want {
+					t.Errorf("got %s %q, want %q", c.sel, got, c.want)
+				}
+			}
+		}},
 		{"LatencyNotApplicableForUnusedStore", func(t *testing.T) {
 			b.T = t
 			b.WaitFor(`document.querySelector('#report [data-pod="pod-a"] [data-field="latency_mysql"]')?.textContent === "n/a"`)
-			if got := b.Text(`#report [data-pod="pod-a"] [data-field="latency_redis"]`); !strings.HasPrefix(got, "1.20 ms / ") {
-				t.Errorf("got pod-a redis latency %q, want its p50 / p99", got)
+			if got := b.Text(`#report [data-pod="pod-a"] [data-field="latency_redis"]`); got != "n/a" {
+				t.Errorf("got pod-a redis latency %q with no comparison, want n/a", got)
+			}
+			if got := b.Text(`#report [data-pod="pod-b"] [data-field="latency_redis"]`); !strings.HasPrefix(got, "1.20 ms / ") {
+				t.Errorf("got pod-b redis latency %q, want its p50 / p99", got)
+			}
+			if got := b.Text(`[data-testid="watch-pod-a"] [data-chart="latency"] .legend [data-series="redis_p99"]`); got != "Redis p99 n/a" {
+				t.Errorf("got pod-a's Redis p99 legend %q with no sample, want n/a", got)
 			}
 			if got := b.Text(`#report [data-pod="pod-b"] [data-field="latency_mysql"]`); !strings.HasPrefix(got, "2.50 ms / ") {
 				t.Errorf("got pod-b mysql latency %q, want its p50 / p99 (shadow uses both stores)", got)
@@ -161,15 +183,15 @@ func TestDashboard(t *testing.T) {
 		}},
 		{"GatesShowValueThresholdAndMissing", func(t *testing.T) {
 			b.T = t
-			row := `[data-testid="watch-pod-b"] [data-gate="comparisons"]`
+			row := `[data-testid="watch-pod-b"] [data-gate="min_comparisons"]`
 			b.WaitFor(`document.querySelector('` + row + `') !== null`)
 			if got := b.Text(row); !strings.Contains(got, "420 of 1,000") || !strings.Contains(got, "580 more comparisons in the 15m window") || !strings.Contains(got, "fail") {
 				t.Errorf("got comparisons gate %q, want value, threshold and what is missing", got)
 			}
-			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="max_divergence_rate"]`); !strings.Contains(got, "0.240% > 0.100%") {
 				t.Errorf("got divergence rate gate %q, want value against threshold", got)
 			}
-			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit"]`); !strings.Contains(got, "pass") {
+			if got := b.Text(`[data-testid="watch-pod-b"] [data-gate="audit_clean"]`); !strings.Contains(got, "pass") {
 				t.Errorf("got audit gate %q, want pass", got)
 			}
 		}},
@@ -292,6 +314,18 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("got Kill shown or Unkill hidden for an engaged pod, want Unkill alone")
 			}
 		}},
+		{"KilledPodGatesNotApplicable", func(t *testing.T) {
+			b.T = t
+			// Redis serves a killed pod: its gates to mysql say nothing.
+			b.WaitFor(`document.querySelector('#pods [data-pod="pod-b"] [data-field="passing"]')?.textContent === "n/a (killed)"`)
+			b.WaitFor(`(document.querySelector('[data-testid="watch-pod-b"] [data-field="gates"]')?.textContent || "").includes("n/a while the kill switch is engaged")`)
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-b"] [data-gate]').length`); n != 0 {
+				t.Errorf("got %d gate rows on killed pod-b's card, want none", n)
+			}
+			if got := b.Text(`#pods [data-pod="pod-a"] [data-field="passing"]`); !strings.HasPrefix(got, "failing") {
+				t.Errorf("got pod-a gates %q, want failing (not killed)", got)
+			}
+		}},
 		{"KillSwitchGateCannotBeForced", func(t *testing.T) {
 			b.T = t
 			b.Do(chromedp.Click(chromedp.CSS(`[data-pod="pod-b"] [data-action="mode"]`)))
@@ -362,6 +396,41 @@ func TestDashboard(t *testing.T) {
 			}
 			if got := posts[1].body; got["reason"] != "checkout errors" || got["pods"] != nil {
 				t.Errorf("got kill switch body %v, want the reason and no pods (all pods)", got)
+			}
+		}},
+		{"PlanCountsKilledPodsOnRedis", func(t *testing.T) {
+			b.T = t
+			// pod-c is in mysql but killed: Redis answers its buyers.
+			b.WaitFor(`document.querySelector("#plan-modes").textContent.includes("0 of 3 on MySQL")`)
+			if got := b.Text("#plan-modes"); !strings.Contains(got, "killed, served by Redis: pod-c") || !strings.Contains(got, "1 mysql") {
+				t.Errorf("got plan modes %q, want pod-c counted on Redis and still in mysql", got)
+			}
+			if got := b.Text(`#plan-pods [data-pod="pod-c"] [data-field="source_of_truth"]`); got != "redis (killed)" {
+				t.Errorf("got pod-c's source of truth in the plan %q, want redis (killed)", got)
+			}
+		}},
+		{"KillSwitchSaysEachPodsOwn", func(t *testing.T) {
+			b.T = t
+			// pod-a killed earlier for another reason, by another person:
+			// the switch-wide since is pod-a's and the reason the latest.
+			api.mu.Lock()
+			early := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+			api.engaged["pod-a"] = tandem.KillSwitchEngagement{Pod: "pod-a", Since: early, Actor: "dave", Reason: "pod-a errors"}
+			api.ks.Engagements = nil
+			for _, p := range api.pods {
+				api.ks.Engagements = append(api.ks.Engagements, api.engaged[p.Pod])
+			}
+			api.ks.Since = &early
+			api.mu.Unlock()
+			b.WaitFor(`(document.querySelector('#killswitch-pods [data-pod="pod-a"]')?.textContent || "").includes("by dave: pod-a errors")`)
+			if got := b.Text(`#killswitch-pods [data-pod="pod-b"]`); !strings.Contains(got, "by carol: checkout errors") {
+				t.Errorf("got pod-b's engagement %q, want its own actor and reason", got)
+			}
+			if got := b.Text("#killswitch-state"); strings.Contains(got, "reason") || strings.Contains(got, "since") {
+				t.Errorf("got kill switch state %q, want no switch-wide since or reason (they mix pods)", got)
+			}
+			if got := b.Text(`#pods [data-pod="pod-a"] [data-field="kill_reason"]`); got != "pod-a errors (dave)" {
+				t.Errorf("got pod-a's row reason %q, want its own", got)
 			}
 		}},
 		{"EveryAPICallCarriesTheToken", func(t *testing.T) {
@@ -473,6 +542,7 @@ type request struct {
 
 func newFakeAdmin(token string) *fakeAdmin {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	lastAudit := now.Add(-time.Minute)
 	return &fakeAdmin{
 		token:     token,
 		planPhase: "idle",
@@ -481,14 +551,14 @@ func newFakeAdmin(token string) *fakeAdmin {
 			{Pod: "pod-a", Mode: tandem.ModeRedis, SourceOfTruth: "redis", Shops: "1-3", UpdatedAt: now,
 				Gates: tandem.Gates{FailedGates: []string{"min_comparisons", "audit_clean"}}},
 			{Pod: "pod-b", Mode: tandem.ModeShadow, SourceOfTruth: "redis", Shadow: "mysql", Shops: "4-9", UpdatedAt: now,
-				Gates: tandem.Gates{Comparisons: 420, DivergenceRate: 0.0024, LastAuditClean: true, FailedGates: []string{"min_comparisons"},
+				Gates: tandem.Gates{Comparisons: 420, DivergenceRate: 0.0024, LastAuditClean: true, LastAuditAt: &lastAudit, FailedGates: []string{"min_comparisons"},
 					Checks: []tandem.GateCheck{
 						{Gate: tandem.GateComparisons, Value: 420, Threshold: 1000, Missing: "580 more comparisons in the 15m window"},
 						{Gate: tandem.GateDivergenceRate, Value: 0.0024, Threshold: 0.001, Missing: "a divergence rate at most 0.1%"},
 						{Gate: tandem.GateAudit, Value: 1, Threshold: 1, Passing: true},
 					}}},
 			{Pod: "pod-c", Mode: tandem.ModeMySQL, SourceOfTruth: "mysql", Shadow: "redis", Shops: "10-99", UpdatedAt: now,
-				Gates: tandem.Gates{Comparisons: 5000, Passing: true, LastAuditClean: true}},
+				Gates: tandem.Gates{Comparisons: 5000, LastAuditAt: &lastAudit, FailedGates: []string{"audit_clean"}}},
 		},
 		transitions: map[string]map[string]any{
 			"pod-c": {"to": "shadow", "phase": "backfill", "copied": 41000, "total": 60000, "started_at": now},
@@ -661,9 +731,13 @@ func (f *fakeAdmin) handler() http.Handler {
 		n := int64(f.reports % 4)
 		var out []reportJSON
 		for _, p := range f.pods {
-			// A store the mode does not use reads 0 ms: the page must say n/a.
+			// A store the mode does not use reads 0 ms, and so does every
+			// store of a pod with no comparison: the page must say n/a.
 			lat := map[string]tandem.LatencyStats{"redis": {}, "mysql": {}}
 			for _, store := range []string{p.SourceOfTruth, p.Shadow} {
+				if p.Gates.Comparisons == 0 {
+					break
+				}
 				switch store {
 				case "redis":
 					lat[store] = tandem.LatencyStats{P50: 1.2, P99: 4.5 + float64(n)}

@@ -45,6 +45,44 @@ window.TandemUI = (function () {
   const pct = (r) => (typeof r === "number" ? (r * 100).toFixed(3) + "%" : "–");
   const num = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "–");
   const ms = (v) => (typeof v === "number" ? v.toFixed(2) + " ms" : "–");
+  // NA stands where there is nothing to show: no comparison to take a rate
+  // of, no latency sample, no gate for a killed pod.
+  const NA = "n/a";
+  // rateOf is a divergence rate, n/a when nothing was compared.
+  const rateOf = (r, comparisons) => (comparisons ? pct(r) : NA);
+
+  // gateUnit mirrors tandem.GateUnit: the unit of a gate's value and
+  // threshold, by its name.
+  const GATE_UNITS = { min_comparisons: "count", max_divergence_rate: "ratio", audit_clean: "clean", min_soak: "seconds" };
+  const UNIT_SUFFIXES = [["_rate", "ratio"], ["_factor", "factor"], ["_ms", "ms"], ["_seconds", "seconds"],
+    ["_soak", "seconds"], ["_count", "count"], ["_comparisons", "count"]];
+  function gateUnit(gate) {
+    if (GATE_UNITS[gate]) return GATE_UNITS[gate];
+    const hit = UNIT_SUFFIXES.find(([suffix]) => (gate || "").endsWith(suffix));
+    return hit ? hit[1] : "";
+  }
+
+  function seconds(v) {
+    if (v < 60) return (Math.round(v * 10) / 10) + "s";
+    const m = Math.floor(Math.round(v) / 60);
+    const sec = Math.round(v) % 60;
+    return m + "m" + (sec ? sec + "s" : "");
+  }
+
+  // gateNumber formats a gate's value or threshold in its unit: 660,
+  // 0.050%, 3.78x, 9.58 ms, 6.7s.
+  function gateNumber(gate, v) {
+    if (typeof v !== "number") return "–";
+    switch (gateUnit(gate)) {
+      case "ratio": return pct(v);
+      case "factor": return v.toFixed(2) + "x";
+      case "ms": return ms(v);
+      case "seconds": return seconds(v);
+      case "clean": return v >= 1 ? "clean" : "none clean";
+      case "count": if (Number.isInteger(v)) return num(v);
+    }
+    return String(Number(v.toPrecision(4)));
+  }
 
   // syncRows updates a tbody in place, one row per key, so that ticked boxes,
   // focus and open details survive the refresh every two seconds.
@@ -79,5 +117,5 @@ window.TandemUI = (function () {
     return !stores || stores.includes(store);
   }
 
-  return { KINDS, STORES, $, el, badge, when, timeCell, pct, num, ms, syncRows, modeBadge, usesStore };
+  return { KINDS, STORES, NA, $, el, badge, when, timeCell, pct, num, ms, rateOf, gateUnit, gateNumber, syncRows, modeBadge, usesStore };
 })();

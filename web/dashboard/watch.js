@@ -4,7 +4,7 @@
 "use strict";
 
 window.TandemWatch = (function () {
-  const { KINDS, el, badge, when, pct, num, ms, modeBadge, usesStore } = window.TandemUI;
+  const { KINDS, NA, el, badge, when, pct, num, ms, gateUnit, gateNumber, modeBadge, usesStore } = window.TandemUI;
   const Charts = window.TandemCharts;
 
   // convergenceOf finds shadow convergence info in a REPORT or POD (the
@@ -55,13 +55,25 @@ window.TandemWatch = (function () {
       parts.length ? " " + parts.join(" · ") : "");
   }
 
-  const gateValue = (c) => c.gate === "divergence_rate" ? pct(c.value) + (c.passing ? " ≤ " : " > ") + pct(c.threshold)
-    : c.gate === "audit" ? (c.passing ? "clean" : "not clean")
-      : num(c.value) + " of " + num(c.threshold);
+  // gateValue shows a gate against its threshold in the gate's unit:
+  // "420 of 1,000", "0.240% > 0.100%", "3.78x ≤ 3.00x", "clean".
+  function gateValue(c) {
+    const unit = gateUnit(c.gate);
+    if (unit === "clean") return c.passing ? "clean" : "not clean";
+    const v = gateNumber(c.gate, c.value);
+    const th = gateNumber(c.gate, c.threshold);
+    if (unit === "count" || unit === "seconds") return v + " of " + th;
+    return v + (c.passing ? " ≤ " : " > ") + th;
+  }
 
   function gatesView(p) {
     const g = p.gates || {};
     const checks = Array.isArray(g.checks) ? g.checks : [];
+    if (p.kill_switch) {
+      // Redis serves a killed pod whatever the gates say.
+      return el("div", { "data-field": "gates" }, el("p", { class: "gates-head" }, el("strong", { text: "Gates to mysql: " }),
+        badge(NA, "muted"), " while the kill switch is engaged"));
+    }
     const head = el("p", { class: "gates-head" }, el("strong", { text: "Gates to mysql: " }),
       g.passing ? badge("passing", "good") : badge("failing", "warn"));
     if (!checks.length) return el("div", { "data-field": "gates" }, head);
@@ -80,7 +92,7 @@ window.TandemWatch = (function () {
     const windowLabel = r.window || "15m";
     const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
       points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
-    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "divergence_rate");
+    const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "max_divergence_rate");
     const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
     const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, minMax: 0.001 });
     const lat = [];
