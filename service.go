@@ -54,7 +54,7 @@ type Gates struct {
 	Passing        bool    `json:"passing"`
 	// State is pass when every gate passes, fail when one fails on the
 	// data there is, inconclusive when none fails but one lacks data.
-	State GateState `json:"state"`
+	State GateState `json:"state,omitempty"`
 	// FailedGates names the gates that do not pass (failing or
 	// inconclusive): "min_comparisons", "max_divergence_rate",
 	// "audit_clean".
@@ -109,7 +109,7 @@ type GateCheck struct {
 	Passing   bool    `json:"passing"`
 	// State is pass, fail, or inconclusive while the gate lacks data
 	// (Passing is false then too).
-	State GateState `json:"state"`
+	State GateState `json:"state,omitempty"`
 	// Missing says, in words, what the gate lacks to pass ("340 more
 	// comparisons"); empty when it passes.
 	Missing string `json:"missing,omitempty"`

@@ -92,7 +92,8 @@ func envFor(url string) map[string]string {
 const podsAnswer = `{"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":1200,"divergence_rate":0.0005,"last_audit_clean":true,"passing":true,"failed_gates":[]}},` +
 	`{"pod":"pod-b","mode":"mysql","source_of_truth":"redis","shadow":"mysql","kill_switch":true,"shops":"4-9","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":3,"divergence_rate":0,"last_audit_clean":false,"passing":false,"failed_gates":["min_comparisons","audit_clean"]}}]}`
 
-const podAnswer = `{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":true,"passing":false,"failed_gates":["min_comparisons"]}}`
+const podAnswer = `{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":true,"passing":false,"failed_gates":["min_comparisons"]},` +
+	`"abort":{"window":"1m","comparisons":400,"min_comparisons":200,"divergence_rate":0.06,"mysql_error_rate":0,"threshold":0.01,"would_trip":true,"armed":false}}`
 
 const ksAnswer = `{"engaged":true,"pods":["pod-a","pod-b"],"since":"2026-11-30T10:00:00Z","reason":"incident 42"}`
 
@@ -114,7 +115,7 @@ func TestCommands(t *testing.T) {
 			wantMethod: "GET", wantPath: "/admin/pods",
 			wantOut: []string{"POD", "MODE", "GATES", "pod-a", "shadow", "1200", "0.050%", "pass", "pod-b", "ENGAGED", "fail: min_comparisons,audit_clean", "2026-11-30T10:00:00Z"}},
 		{name: "PodsOne", args: []string{"pods", "pod-a"}, status: 200, answer: podAnswer,
-			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons"}},
+			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons", "ABORT", "TRIPS 6.000% >= 1.000% (1m)"}},
 		{name: "ModeApplies", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 200, answer: podAnswer,
 			wantMethod: "PUT", wantPath: "/admin/pods/pod-a/mode",
 			wantBody: map[string]any{"mode": "shadow", "reason": "start shadowing"}, wantOut: []string{"pod-a", "shadow"}},
