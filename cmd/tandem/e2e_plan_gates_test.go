@@ -47,9 +47,14 @@ func TestE2EPlanDefaultGates(t *testing.T) {
 
 	admin.must(http.MethodPost, "/admin/plan/start", obj{"reason": "e2e default gates", "shadow_soak": "3s", "mysql_soak": "3s"}, http.StatusOK)
 	var last obj
-	deadline := time.Now().Add(2 * time.Minute)
+	waited := ""
+	deadline := time.Now().Add(3 * time.Minute)
 	for podStatus(admin, podA)["mode"] != "mysql" {
 		last = admin.must(http.MethodGet, "/admin/plan", nil, http.StatusOK)
+		if w, _ := last["waiting"].(string); w != waited {
+			waited = w
+			t.Logf("plan waiting: %s", w)
+		}
 		if last["phase"] == "aborted" || time.Now().After(deadline) {
 			t.Fatalf("pod %s not promoted with the default gates: plan %v", podA, last)
 		}
@@ -68,8 +73,11 @@ func TestE2EPlanDefaultGates(t *testing.T) {
 			t.Errorf("got gates %v, want 3 passes required", g)
 		}
 		for _, ch := range asSlice(g["checks"]) {
-			if ch := ch.(obj); ch["gate"] == "mysql_p99_factor" && ch["state"] == "fail" {
-				t.Errorf("got the p99 gate %v, want it never failing on a quiet pod", ch)
+			if ch := ch.(obj); ch["gate"] == "mysql_p99_factor" {
+				t.Logf("p99 gate at the promotion: %v", ch)
+				if ch["state"] == "fail" {
+					t.Errorf("got the p99 gate %v, want it never failing on a quiet pod", ch)
+				}
 			}
 		}
 	}
