@@ -55,8 +55,14 @@ type PlanStart struct {
 // PlanGates is a pod's gate evaluation in the plan: every gate's value
 // and threshold.
 type PlanGates struct {
-	Passing bool        `json:"passing"`
-	Checks  []GateCheck `json:"checks"`
+	Passing bool `json:"passing"`
+	// State combines the checks' states (CombineGateStates).
+	State  GateState   `json:"state,omitempty"`
+	Checks []GateCheck `json:"checks"`
+	// Passes is how many of the plan's evaluations in a row passed, and
+	// PassesRequired how many promote the pod (rollout.gate_consecutive_passes).
+	Passes         int `json:"passes,omitempty"`
+	PassesRequired int `json:"passes_required,omitempty"`
 }
 
 // PlanPod is one pod of the plan (GET /admin/plan).

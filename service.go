@@ -56,8 +56,12 @@ type Gates struct {
 	// (then last_audit_clean is false without anything found).
 	LastAuditAt *time.Time `json:"last_audit_at"`
 	Passing     bool       `json:"passing"`
-	// FailedGates names the gates that do not pass: "min_comparisons",
-	// "max_divergence_rate", "audit_clean".
+	// State is pass when every gate passes, fail when one fails on the
+	// data there is, inconclusive when none fails but one lacks data.
+	State GateState `json:"state,omitempty"`
+	// FailedGates names the gates that do not pass (failing or
+	// inconclusive): "min_comparisons", "max_divergence_rate",
+	// "audit_clean".
 	FailedGates []string `json:"failed_gates"`
 	// Checks gives each gate's value and threshold, and what a failing
 	// one lacks.
@@ -89,6 +93,9 @@ var gateUnits = map[string]string{
 	GateDivergenceRate: UnitRatio,
 	GateAudit:          UnitClean,
 	"min_soak":         UnitSeconds,
+	// The p99 gate keeps its name; its value and threshold are MySQL's
+	// p99 and its service level, in milliseconds.
+	"mysql_p99_factor": UnitMS,
 }
 
 // GateUnit returns the unit of gate's value and threshold: the one of a
@@ -107,6 +114,33 @@ func GateUnit(gate string) string {
 	return ""
 }
 
+// GateState is a gate's verdict on the data there is.
+type GateState string
+
+// Gate states. A gate is inconclusive, not failing, while it lacks the
+// data to judge (too few comparisons, no audit yet, a soak not over): more
+// of the same traffic may make it pass.
+const (
+	GatePass         GateState = "pass"
+	GateFail         GateState = "fail"
+	GateInconclusive GateState = "inconclusive"
+)
+
+// CombineGateStates returns the verdict of gates together: fail when one
+// fails, else inconclusive when one is, else pass.
+func CombineGateStates(states ...GateState) GateState {
+	out := GatePass
+	for _, s := range states {
+		switch {
+		case s == GateFail:
+			return GateFail
+		case s == GateInconclusive:
+			out = GateInconclusive
+		}
+	}
+	return out
+}
+
 // GateCheck is one promotion gate measured against its threshold: at
 // least Threshold comparisons, a divergence rate at most Threshold, a
 // clean audit within the window (Value 1 when there is one, Threshold 1).
@@ -115,9 +149,64 @@ type GateCheck struct {
 	Value     float64 `json:"value"`
 	Threshold float64 `json:"threshold"`
 	Passing   bool    `json:"passing"`
+	// State is pass, fail, or inconclusive while the gate lacks data
+	// (Passing is false then too).
+	State GateState `json:"state,omitempty"`
 	// Missing says, in words, what the gate lacks to pass ("340 more
 	// comparisons"); empty when it passes.
 	Missing string `json:"missing,omitempty"`
+}
+
+// RecentComparisons counts a pod's comparisons in the automatic abort's
+// recent window, made after the pod's last reset (its last unkill).
+type RecentComparisons struct {
+	Window      time.Duration
+	Comparisons int64
+	Divergences int64
+	// MySQLErrors counts comparisons in which MySQL failed: as source of
+	// truth (unavailable, internal) or as shadow (shadow_error,
+	// shadow_timeout).
+	MySQLErrors int64
+	// Bad counts the divergences and MySQL errors recorded since the
+	// reset, window or not: it changes only when a new one arrives.
+	Bad int64
+	// Since is the pod's last reset; zero when none.
+	Since time.Time
+}
+
+// DivergenceRate is Divergences over Comparisons, 0 without comparisons.
+func (r RecentComparisons) DivergenceRate() float64 {
+	if r.Comparisons == 0 {
+		return 0
+	}
+	return float64(r.Divergences) / float64(r.Comparisons)
+}
+
+// MySQLErrorRate is MySQLErrors over Comparisons, 0 without comparisons.
+func (r RecentComparisons) MySQLErrorRate() float64 {
+	if r.Comparisons == 0 {
+		return 0
+	}
+	return float64(r.MySQLErrors) / float64(r.Comparisons)
+}
+
+// AbortWatch is POD.abort: the automatic abort's recent window of a pod
+// against its threshold. WouldTrip says whether the window, were the pod
+// on MySQL as source of truth, is at or over the threshold with enough
+// comparisons: for a killed pod, whether an unkill under the same traffic
+// would be undone.
+type AbortWatch struct {
+	Window         string     `json:"window"`
+	Since          *time.Time `json:"since,omitempty"`
+	Comparisons    int64      `json:"comparisons"`
+	MinComparisons int64      `json:"min_comparisons"`
+	DivergenceRate float64    `json:"divergence_rate"`
+	MySQLErrorRate float64    `json:"mysql_error_rate"`
+	Threshold      float64    `json:"threshold"`
+	WouldTrip      bool       `json:"would_trip"`
+	// Armed is false when the abort does not watch the pod now: disabled,
+	// or its source of truth is not MySQL.
+	Armed bool `json:"armed"`
 }
 
 // PodStatus is a pod as the admin API shows it (GET /admin/pods/{pod}).
@@ -130,6 +219,10 @@ type PodStatus struct {
 	Shops         string    `json:"shops"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	Gates         Gates     `json:"gates"`
+	// Abort is the automatic abort's recent window as this instance
+	// counts it: whether it would trip now, so that an operator sees
+	// when an unkill will hold.
+	Abort *AbortWatch `json:"abort,omitempty"`
 	// Transition is the change that runs in the background (the backfill
 	// of MySQL before entering shadow); nil when none runs.
 	Transition *Transition `json:"transition,omitempty"`

@@ -1,7 +1,9 @@
 // Package comparator counts the comparisons the router makes between a
 // pod's source of truth and its shadow: per pod and kind over a sliding
 // window of time buckets, with latency percentiles per store, so that the
-// rollout gates and the automatic abort can read a divergence rate. It
+// rollout gates can read a divergence rate, and over a short recent window
+// for the automatic abort. Reset starts a pod's gates and abort afresh
+// (after an unkill) while its report keeps the whole window. It
 // persists divergences asynchronously through a bounded queue: beyond the
 // queue it keeps counting but drops (and counts) what it cannot persist, so
 // Record never blocks the buyer's request and memory stays bounded.
@@ -35,7 +37,12 @@ const (
 	DefaultQueueSize    = 4096
 	DefaultBatchSize    = 256
 	DefaultWriteTimeout = 5 * time.Second
+	DefaultAbortWindow  = time.Minute
 )
+
+// abortSlices is how many slices the abort's recent window is cut into:
+// it slides by a sixtieth of itself (1 s of the default minute).
+const abortSlices = 60
 
 // kindIndex maps a divergence kind to its slot in a bucket's counts.
 var kindIndex = func() map[tandem.DivergenceKind]int {
@@ -57,6 +64,9 @@ type Config struct {
 	// Bucket is the width of one time bucket of the window; default
 	// DefaultBucket, at most Window.
 	Bucket time.Duration
+	// AbortWindow is the recent window of AbortStats
+	// (rollout.abort_window); default DefaultAbortWindow.
+	AbortWindow time.Duration
 	// QueueSize bounds the divergences waiting to be persisted; default
 	// DefaultQueueSize.
 	QueueSize int
@@ -106,6 +116,9 @@ func New(cfg Config) *Comparator {
 	}
 	if cfg.Bucket > cfg.Window {
 		cfg.Bucket = cfg.Window
+	}
+	if cfg.AbortWindow <= 0 {
+		cfg.AbortWindow = DefaultAbortWindow
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
@@ -183,6 +196,7 @@ func (c *Comparator) Record(cmp tandem.Comparison) {
 	if cmp.Shadow.Store != "" && cmp.Kind != tandem.KindShadowDropped && !drift {
 		b.latency(cmp.Shadow.Store).add(cmp.Shadow.Latency)
 	}
+	p.recordRecent(c.sliceIndex(now), diverged && cmp.Kind != tandem.KindStateDrift, mysqlFailed(cmp))
 	p.mu.Unlock()
 	if !diverged {
 		return
@@ -271,16 +285,18 @@ func (c *Comparator) LastAudit(pod string) (at time.Time, clean bool, ok bool) {
 
 // GateStats returns the pod's comparisons in the window and their
 // divergence rate (divergences of every kind but state_drift, which the
-// audit gate covers, over comparisons; 0 without comparisons).
+// audit gate covers, over comparisons; 0 without comparisons), counting
+// only what was recorded after the pod's last Reset.
 func (c *Comparator) GateStats(pod string) (comparisons int64, divergenceRate float64) {
-	w := c.window(pod)
+	w := c.window(pod, true)
 	return w.comparisons, w.rate()
 }
 
 // ErrorStats returns the pod's comparisons in the window and the rate of
-// those whose source of truth failed (status unavailable or internal).
+// those whose source of truth failed (status unavailable or internal),
+// counting only what was recorded after the pod's last Reset.
 func (c *Comparator) ErrorStats(pod string) (comparisons int64, sotErrorRate float64) {
-	w := c.window(pod)
+	w := c.window(pod, true)
 	if w.comparisons == 0 {
 		return 0, 0
 	}
@@ -289,7 +305,7 @@ func (c *Comparator) ErrorStats(pod string) (comparisons int64, sotErrorRate flo
 
 // Report returns the pod's counts over the window, labelled with mode.
 func (c *Comparator) Report(pod string, mode tandem.Mode) tandem.Report {
-	w := c.window(pod)
+	w := c.window(pod, false)
 	r := tandem.Report{
 		Pod:            pod,
 		Mode:           mode,
@@ -472,8 +488,9 @@ func (c *Comparator) pod(pod string) *podCounts {
 	return p
 }
 
-// window sums the pod's buckets that lie in the window ending now.
-func (c *Comparator) window(pod string) windowSum {
+// window sums the pod's buckets that lie in the window ending now; with
+// sinceReset, only what was recorded after the pod's last Reset.
+func (c *Comparator) window(pod string, sinceReset bool) windowSum {
 	w := windowSum{latencies: map[string]*histogram{}}
 	p := c.lookup(pod)
 	if p == nil {
@@ -485,7 +502,7 @@ func (c *Comparator) window(pod string) windowSum {
 	defer p.mu.Unlock()
 	for i := range p.buckets {
 		b := &p.buckets[i]
-		if !b.used || b.index < oldest || b.index > now {
+		if !b.used || b.index < oldest || b.index > now || sinceReset && p.reset != nil && b.index < p.reset.index {
 			continue
 		}
 		w.comparisons += b.comparisons
@@ -501,6 +518,17 @@ func (c *Comparator) window(pod string) windowSum {
 				w.latencies[store] = sum
 			}
 			sum.merge(h)
+		}
+	}
+	if r := p.reset; sinceReset && r != nil {
+		// The reset's own bucket counts only what came after it.
+		if b := &p.buckets[int(r.index%int64(c.nBuckets))]; b.used && b.index == r.index && r.index >= oldest {
+			w.comparisons -= r.before.comparisons
+			w.sotErrors -= r.before.sotErrors
+			w.contention -= r.before.contention
+			for k := range r.before.kinds {
+				w.kinds[k] -= r.before.kinds[k]
+			}
 		}
 	}
 	return w
@@ -530,6 +558,11 @@ type podCounts struct {
 	buckets   []bucket
 	total     counts
 	lastAudit *auditMark
+	// recent is the abort's ring of slices, bad the divergences and
+	// MySQL errors since the last reset, reset the last Reset.
+	recent []recentSlice
+	bad    int64
+	reset  *resetMark
 }
 
 type bucket struct {

@@ -36,6 +36,7 @@ func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, er
 func (c *Controller) status(pod string) tandem.PodStatus {
 	cfg, _ := c.config(pod)
 	st := c.state.Load().pods[pod]
+	c.observeKillSwitch()
 	killed := c.engaged(pod)
 	eff := st.mode.Effective(killed)
 	gates := c.EvaluateGates(pod)
@@ -49,6 +50,7 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Shops:         cfg.Shops.String(),
 		UpdatedAt:     st.updatedAt,
 		Gates:         gates,
+		Abort:         c.abortWatch(pod, eff),
 		Transition:    c.transition(pod),
 	}
 }
@@ -74,8 +76,14 @@ func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tan
 }
 
 // DisengageKillSwitch disengages pods (every pod when nil).
+// The comparisons made from then on are the only ones the pods' gates and
+// automatic abort count.
 func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	return c.Switch.Disengage(ctx, pods, ch)
+	st, err := c.Switch.Disengage(ctx, pods, ch)
+	if err == nil {
+		c.observeKillSwitch()
+	}
+	return st, err
 }
 
 // KillSwitch returns the kill switch state.

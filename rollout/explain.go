@@ -52,26 +52,33 @@ func path(from, to tandem.Mode) []tandem.Mode {
 }
 
 // gateChecks measures each of pod's shadow -> mysql gates against its
-// threshold, saying what a failing one lacks.
+// threshold, saying what a failing or inconclusive one lacks. The
+// comparisons gate is inconclusive while the window holds fewer than
+// MinComparisons, the divergence rate while it is over the limit on fewer
+// (unless what they hold already fails it), the audit while there is no
+// recent one and none that found drift.
 func (c *Controller) gateChecks(pod string, g tandem.Gates) []tandem.GateCheck {
 	th := c.Gates
-	checks := []tandem.GateCheck{{
-		Gate: tandem.GateComparisons, Value: float64(g.Comparisons), Threshold: float64(th.MinComparisons),
-		Passing: g.Comparisons >= th.MinComparisons,
-	}, {
-		Gate: tandem.GateDivergenceRate, Value: g.DivergenceRate, Threshold: th.MaxDivergenceRate,
-		Passing: g.DivergenceRate <= th.MaxDivergenceRate,
-	}}
-	if !checks[0].Passing {
+	comparisons := tandem.GateCheck{Gate: tandem.GateComparisons, Value: float64(g.Comparisons), Threshold: float64(th.MinComparisons),
+		State: tandem.GatePass}
+	if g.Comparisons < th.MinComparisons {
 		n := th.MinComparisons - g.Comparisons
-		checks[0].Missing = fmt.Sprintf("%d more %s in the %s window", n, plural(n, "comparison"), shortDuration(th.Window))
+		comparisons.State = tandem.GateInconclusive
+		comparisons.Missing = fmt.Sprintf("%d more %s in the %s window", n, plural(n, "comparison"), shortDuration(th.Window))
 	}
-	if !checks[1].Passing {
-		checks[1].Missing = fmt.Sprintf("a divergence rate at most %s: find the cause with tandemctl divergences --pod %s",
+	rate := tandem.GateCheck{Gate: tandem.GateDivergenceRate, Value: g.DivergenceRate, Threshold: th.MaxDivergenceRate,
+		State: rateState(g.Comparisons, g.DivergenceRate, th.MinComparisons, th.MaxDivergenceRate)}
+	switch rate.State {
+	case tandem.GateFail:
+		rate.Missing = fmt.Sprintf("a divergence rate at most %s: find the cause with tandemctl divergences --pod %s",
 			percent(th.MaxDivergenceRate), pod)
+	case tandem.GateInconclusive:
+		rate.Missing = fmt.Sprintf("%s on %d of %d comparisons: too few to judge against %s",
+			percent(g.DivergenceRate), g.Comparisons, th.MinComparisons, percent(th.MaxDivergenceRate))
 	}
+	checks := []tandem.GateCheck{comparisons, rate}
 	if th.RequireAudit {
-		audit := tandem.GateCheck{Gate: tandem.GateAudit, Threshold: 1}
+		audit := tandem.GateCheck{Gate: tandem.GateAudit, Threshold: 1, State: tandem.GateInconclusive}
 		var at time.Time
 		var clean, ok bool
 		if c.Comparator != nil {
@@ -82,16 +89,35 @@ func (c *Controller) gateChecks(pod string, g tandem.Gates) []tandem.GateCheck {
 		case !ok:
 			audit.Missing = "no audit yet: run tandemctl audit " + pod
 		case !clean:
+			audit.State = tandem.GateFail
 			audit.Missing = fmt.Sprintf("the last audit (%s) found drift: resync or fix it, then audit again", at.UTC().Format(time.RFC3339))
 		case !recent:
 			audit.Missing = fmt.Sprintf("the last clean audit is %s old, beyond the %s window: run tandemctl audit %s",
 				shortDuration(c.Now().Sub(at)), shortDuration(th.Window), pod)
 		default:
-			audit.Value, audit.Passing = 1, true
+			audit.Value, audit.State = 1, tandem.GatePass
 		}
 		checks = append(checks, audit)
 	}
+	for i := range checks {
+		checks[i].Passing = checks[i].State == tandem.GatePass
+	}
 	return checks
+}
+
+// rateState judges a rate of bad comparisons of n against at most limit:
+// over it, the gate fails once there are minN comparisons, or before
+// when the bad ones already exceed what minN comparisons allow; until
+// then it is inconclusive. Too little data never fails a gate.
+func rateState(n int64, rate float64, minN int64, limit float64) tandem.GateState {
+	bad := rate * float64(n)
+	switch {
+	case rate <= limit:
+		return tandem.GatePass
+	case n < minN && bad <= limit*float64(minN)+1e-9:
+		return tandem.GateInconclusive
+	}
+	return tandem.GateFail
 }
 
 // refusedError explains a refused mode change: which rules and gates
@@ -112,13 +138,18 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 	var gates []string
 	var checks []tandem.GateCheck
 	if slices.ContainsFunc(failed, isGate) {
-		checks = c.EvaluateGates(pod).Checks
+		eg := c.EvaluateGates(pod)
+		checks = eg.Checks
 		for _, ch := range checks {
 			if !ch.Passing {
 				gates = append(gates, strings.TrimSpace(ch.Gate+" "+measure(ch))+": "+ch.Missing)
 			}
 		}
-		why = append(why, "gates failing: "+strings.Join(gates, "; "))
+		verdict := "gates failing: "
+		if eg.State == tandem.GateInconclusive {
+			verdict = "gates inconclusive (too little data yet): "
+		}
+		why = append(why, verdict+strings.Join(gates, "; "))
 	}
 	if len(why) == 0 {
 		why = append(why, fmt.Sprintf("%v", failed))

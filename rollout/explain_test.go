@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,10 +105,30 @@ func TestGateChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, st.Gates.Checks, []tandem.GateCheck{
-			{Gate: "min_comparisons", Value: 0, Threshold: 100, Missing: "100 more comparisons in the 15m window"},
-			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
-			{Gate: "audit_clean", Value: 0, Threshold: 1, Missing: "no audit yet: run tandemctl audit pod-b"},
+			{Gate: "min_comparisons", Value: 0, Threshold: 100, State: tandem.GateInconclusive, Missing: "100 more comparisons in the 15m window"},
+			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true, State: tandem.GatePass},
+			{Gate: "audit_clean", Value: 0, Threshold: 1, State: tandem.GateInconclusive, Missing: "no audit yet: run tandemctl audit pod-b"},
 		})
+		if st.Gates.State != tandem.GateInconclusive || st.Gates.Passing {
+			t.Errorf("got gates %s (passing %v), want inconclusive: nothing failed, data is missing", st.Gates.State, st.Gates.Passing)
+		}
+	})
+	t.Run("InconclusiveThenFailing", func(t *testing.T) {
+		e := newEnv(t, newMemStore())
+		e.record("pod-b", 50, 1) // 2 % of 50: one divergence in 100 would still be 1 %
+		st, _ := e.ctl.Pod(ctx, "pod-b")
+		rate := st.Gates.Checks[1]
+		if rate.State != tandem.GateInconclusive || rate.Passing || rate.Missing != "2% on 50 of 100 comparisons: too few to judge against 1%" {
+			t.Errorf("got %+v, want an inconclusive divergence rate saying what is missing", rate)
+		}
+		e.record("pod-b", 10, 1) // 2 divergences: 100 comparisons cannot bring it to 1 %
+		st, _ = e.ctl.Pod(ctx, "pod-b")
+		if rate = st.Gates.Checks[1]; rate.State != tandem.GateFail || st.Gates.State != tandem.GateFail {
+			t.Errorf("got %+v (gates %s), want the divergence rate failing", rate, st.Gates.State)
+		}
+		if !slices.Contains(st.Gates.FailedGates, rollout.GateMaxDivergenceRate) {
+			t.Errorf("got failed_gates %v, want max_divergence_rate", st.Gates.FailedGates)
+		}
 	})
 	t.Run("Passing", func(t *testing.T) {
 		e.passGates(t, "pod-b")
@@ -119,16 +140,16 @@ func TestGateChecks(t *testing.T) {
 			t.Errorf("got %+v, want would_apply and no message", d)
 		}
 		check(t, d.Checks, []tandem.GateCheck{
-			{Gate: "min_comparisons", Value: 200, Threshold: 100, Passing: true},
-			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true},
-			{Gate: "audit_clean", Value: 1, Threshold: 1, Passing: true},
+			{Gate: "min_comparisons", Value: 200, Threshold: 100, Passing: true, State: tandem.GatePass},
+			{Gate: "max_divergence_rate", Value: 0, Threshold: 0.01, Passing: true, State: tandem.GatePass},
+			{Gate: "audit_clean", Value: 1, Threshold: 1, Passing: true, State: tandem.GatePass},
 		})
 	})
 	t.Run("AuditAged", func(t *testing.T) {
 		e.clk.Advance(20 * time.Minute)
 		st, _ := e.ctl.Pod(ctx, "pod-b")
 		got := st.Gates.Checks[2]
-		if got.Passing || got.Missing != "the last clean audit is 20m old, beyond the 15m window: run tandemctl audit pod-b" {
+		if got.Passing || got.State != tandem.GateInconclusive || got.Missing != "the last clean audit is 20m old, beyond the 15m window: run tandemctl audit pod-b" {
 			t.Errorf("got %+v, want a failing audit check saying it is too old", got)
 		}
 	})

@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -13,7 +16,8 @@ import (
 
 // Gates are the rollout thresholds of the config file.
 type Gates struct {
-	// MinComparisons is the fewest comparisons in the window to promote.
+	// MinComparisons is the fewest comparisons in the window to promote;
+	// with fewer, the gates that measure rates are inconclusive.
 	MinComparisons int64
 	// MaxDivergenceRate is the highest divergence rate that promotes.
 	MaxDivergenceRate float64
@@ -22,12 +26,21 @@ type Gates struct {
 	Window time.Duration
 	// RequireAudit asks for a clean drift audit within the window.
 	RequireAudit bool
-	// AbortDivergenceRate trips a pod's kill switch (0 disables).
+	// ConsecutivePasses is how many of the plan's evaluations in a row
+	// must pass before it promotes a pod (0 or 1: one).
+	ConsecutivePasses int
+	// AbortDivergenceRate trips a pod's kill switch (0 disables); the
+	// comparator's AbortWindow is the window it judges.
 	AbortDivergenceRate float64
 	AbortMinComparisons int64
-	// MaxP99Factor is the highest MySQL p99 over Redis's p99 the plan's
-	// soaks accept (0 disables).
+	// MaxMySQLP99 is the plan's latency budget: MySQL's p99 over the
+	// window at most this (0 disables).
+	MaxMySQLP99 time.Duration
+	// MaxP99Factor and P99Slack bound MySQL's p99 by Redis's: at most
+	// max(MaxP99Factor x Redis's p99, Redis's p99 + P99Slack); 0 disables
+	// each term, both 0 the bound.
 	MaxP99Factor float64
+	P99Slack     time.Duration
 	// MaxMySQLErrorRate is the highest MySQL error rate the plan's soaks
 	// accept (0 disables).
 	MaxMySQLErrorRate float64
@@ -36,8 +49,14 @@ type Gates struct {
 // DefaultGates are the defaults of the config's rollout section (README
 // "Configuration reference").
 var DefaultGates = Gates{
-	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true,
-	AbortDivergenceRate: 0.01, AbortMinComparisons: 200, MaxP99Factor: 3, MaxMySQLErrorRate: 0.001,
+	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true, ConsecutivePasses: 3,
+	AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
+	MaxMySQLP99: 50 * time.Millisecond, MaxP99Factor: 3, P99Slack: 25 * time.Millisecond, MaxMySQLErrorRate: 0.001,
+}
+
+// passesRequired is ConsecutivePasses, at least one.
+func (g Gates) passesRequired() int {
+	return max(g.ConsecutivePasses, 1)
 }
 
 // Names of the gates in failed_gates.
@@ -49,6 +68,7 @@ const (
 
 // EvaluateGates returns the state of pod's shadow -> mysql gates.
 func (c *Controller) EvaluateGates(pod string) tandem.Gates {
+	c.observeKillSwitch()
 	g := tandem.Gates{FailedGates: []string{}}
 	var clean, recent bool
 	if c.Comparator != nil {
@@ -71,13 +91,25 @@ func (c *Controller) EvaluateGates(pod string) tandem.Gates {
 	}
 	g.Passing = len(g.FailedGates) == 0
 	g.Checks = c.gateChecks(pod, g)
+	g.State = combine(g.Checks)
 	return g
+}
+
+// combine returns the verdict of checks together.
+func combine(checks []tandem.GateCheck) tandem.GateState {
+	states := make([]tandem.GateState, len(checks))
+	for i, ch := range checks {
+		states[i] = ch.State
+	}
+	return tandem.CombineGateStates(states...)
 }
 
 // Gates of the plan besides the promotion gates of EvaluateGates.
 const (
-	// GateMySQLP99 is MySQL's p99 latency over Redis's in the window, at
-	// most Gates.MaxP99Factor.
+	// GateMySQLP99 is MySQL's p99 latency in the window, in milliseconds,
+	// against its limit: the budget Gates.MaxMySQLP99 and the bound by
+	// Redis's p99 (Gates.MaxP99Factor, Gates.P99Slack), the lower of the
+	// two. Its name stays that of the factor it replaced.
 	GateMySQLP99 = "mysql_p99_factor"
 	// GateMySQLErrorRate is MySQL's error (and timeout) rate in the
 	// window, at most Gates.MaxMySQLErrorRate.
@@ -92,33 +124,31 @@ const (
 var abortGates = map[string]bool{tandem.GateDivergenceRate: true, GateMySQLP99: true, GateMySQLErrorRate: true}
 
 // PlanGates evaluates pod's gates for a soak in mode that began at since
-// and lasts soak: the promotion gates, MySQL's p99 against Redis's,
-// MySQL's error rate and the minimum soak time, each with its value and
-// threshold.
+// and lasts soak: the promotion gates, MySQL's p99 against its service
+// level, MySQL's error rate and the minimum soak time, each with its value,
+// threshold and state.
 func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, soak time.Duration) tandem.PlanGates {
 	g := c.EvaluateGates(pod)
 	checks := append([]tandem.GateCheck{}, g.Checks...)
 	if c.Comparator != nil {
 		r := c.Comparator.Report(pod, mode)
-		redis, mysql := r.LatencyMS[tandem.StoreRedis].P99, r.LatencyMS[tandem.StoreMySQL].P99
-		p99 := tandem.GateCheck{Gate: GateMySQLP99, Threshold: c.Gates.MaxP99Factor, Passing: true}
-		if redis > 0 && mysql > 0 {
-			p99.Value = mysql / redis
-		}
-		if c.Gates.MaxP99Factor > 0 && p99.Value > c.Gates.MaxP99Factor {
-			p99.Passing = false
-			p99.Missing = fmt.Sprintf("MySQL p99 %.2fms is %.2fx Redis's %.2fms, at most %.2fx", mysql, p99.Value, redis, c.Gates.MaxP99Factor)
-		}
-		checks = append(checks, p99)
-		errs := tandem.GateCheck{Gate: GateMySQLErrorRate, Threshold: c.Gates.MaxMySQLErrorRate, Passing: true}
+		n, _ := c.Comparator.GateStats(pod)
+		checks = append(checks, c.Gates.p99Check(n, r.LatencyMS[tandem.StoreRedis].P99, r.LatencyMS[tandem.StoreMySQL].P99))
+		errs := tandem.GateCheck{Gate: GateMySQLErrorRate, Threshold: c.Gates.MaxMySQLErrorRate, State: tandem.GatePass}
 		if mode.SourceOfTruth() == tandem.StoreMySQL {
 			_, errs.Value = c.Comparator.ErrorStats(pod)
 		} else if r.Comparisons > 0 {
 			errs.Value = float64(r.Divergences[tandem.KindShadowError]+r.Divergences[tandem.KindShadowTimeout]) / float64(r.Comparisons)
 		}
-		if c.Gates.MaxMySQLErrorRate > 0 && errs.Value > c.Gates.MaxMySQLErrorRate {
-			errs.Passing = false
-			errs.Missing = fmt.Sprintf("MySQL error rate %.4f, at most %.4f", errs.Value, c.Gates.MaxMySQLErrorRate)
+		if c.Gates.MaxMySQLErrorRate > 0 {
+			errs.State = rateState(n, errs.Value, c.Gates.MinComparisons, c.Gates.MaxMySQLErrorRate)
+		}
+		switch errs.State {
+		case tandem.GateFail:
+			errs.Missing = fmt.Sprintf("MySQL error rate %s, at most %s", percent(errs.Value), percent(c.Gates.MaxMySQLErrorRate))
+		case tandem.GateInconclusive:
+			errs.Missing = fmt.Sprintf("MySQL error rate %s on %d of %d comparisons: too few to judge against %s",
+				percent(errs.Value), n, c.Gates.MinComparisons, percent(c.Gates.MaxMySQLErrorRate))
 		}
 		checks = append(checks, errs)
 	}
@@ -126,26 +156,111 @@ func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, so
 	if !since.IsZero() {
 		soaked = c.Now().Sub(since)
 	}
-	ms := tandem.GateCheck{Gate: GateMinSoak, Value: soaked.Seconds(), Threshold: soak.Seconds(), Passing: soaked >= soak}
-	if !ms.Passing {
+	ms := tandem.GateCheck{Gate: GateMinSoak, Value: soaked.Seconds(), Threshold: soak.Seconds(), State: tandem.GatePass}
+	if soaked < soak {
+		ms.State = tandem.GateInconclusive
 		ms.Missing = fmt.Sprintf("%s more soak", (soak - soaked).Round(time.Second))
 	}
 	checks = append(checks, ms)
-	pg := tandem.PlanGates{Passing: true, Checks: checks}
+	for i := range checks {
+		checks[i].Passing = checks[i].State == tandem.GatePass
+	}
+	pg := tandem.PlanGates{Passing: true, Checks: checks, State: combine(checks), PassesRequired: c.Gates.passesRequired()}
 	for _, ch := range checks {
 		pg.Passing = pg.Passing && ch.Passing
 	}
 	return pg
 }
 
-// failing returns the names of the failing checks, only abort gates when
-// onlyAbort.
+// p99Check judges MySQL's p99 (mysqlMS) over n comparisons: at most the
+// budget MaxMySQLP99, and at most max(MaxP99Factor x Redis's p99,
+// Redis's p99 + P99Slack). A factor of an in-memory store's latency alone
+// is no service level: Redis answers in 2 ms, and a commit with fsync
+// cannot be within 3x of that while being an excellent 10 ms for the
+// buyer; the slack lets a fast Redis be followed by a healthy MySQL, the
+// budget holds MySQL to what the buyer can afford. Over its limit on
+// fewer than MinComparisons comparisons, it is inconclusive.
+func (g Gates) p99Check(n int64, redisMS, mysqlMS float64) tandem.GateCheck {
+	ch := tandem.GateCheck{Gate: GateMySQLP99, Value: mysqlMS, State: tandem.GatePass}
+	limit, why := math.Inf(1), ""
+	if g.MaxMySQLP99 > 0 {
+		limit, why = ms(g.MaxMySQLP99), fmt.Sprintf("the %s budget", msText(ms(g.MaxMySQLP99)))
+	}
+	if rel, relWhy, ok := g.relativeP99(redisMS); ok && rel < limit {
+		limit, why = rel, relWhy
+	}
+	if math.IsInf(limit, 1) {
+		return ch // disabled
+	}
+	ch.Threshold = math.Round(limit*1000) / 1000
+	switch {
+	case mysqlMS <= limit:
+	case n < g.MinComparisons:
+		ch.State = tandem.GateInconclusive
+		ch.Missing = fmt.Sprintf("MySQL p99 %s over %s (%s) on %d of %d comparisons: too few to judge",
+			msText(mysqlMS), why, msText(limit), n, g.MinComparisons)
+	default:
+		ch.State = tandem.GateFail
+		ch.Missing = fmt.Sprintf("MySQL p99 %s is over %s (%s)", msText(mysqlMS), why, msText(limit))
+	}
+	return ch
+}
+
+// relativeP99 returns the bound of MySQL's p99 by Redis's, and in words;
+// false when both terms are disabled or Redis has no latency yet.
+func (g Gates) relativeP99(redisMS float64) (float64, string, bool) {
+	if redisMS <= 0 || g.MaxP99Factor <= 0 && g.P99Slack <= 0 {
+		return 0, "", false
+	}
+	byFactor, bySlack := math.Inf(-1), math.Inf(-1)
+	if g.MaxP99Factor > 0 {
+		byFactor = g.MaxP99Factor * redisMS
+	}
+	if g.P99Slack > 0 {
+		bySlack = redisMS + ms(g.P99Slack)
+	}
+	if byFactor >= bySlack {
+		return byFactor, fmt.Sprintf("%gx Redis's p99 %s", g.MaxP99Factor, msText(redisMS)), true
+	}
+	return bySlack, fmt.Sprintf("Redis's p99 %s + %s", msText(redisMS), msText(ms(g.P99Slack))), true
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func msText(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) + "ms" }
+
+// failing returns the names of the checks that do not pass; with
+// onlyAbort, only the abort gates that fail (an inconclusive one lacks
+// data, which is no reason to abort).
 func failing(g tandem.PlanGates, onlyAbort bool) []string {
 	var out []string
 	for _, ch := range g.Checks {
-		if !ch.Passing && (!onlyAbort || abortGates[ch.Gate]) {
-			out = append(out, ch.Gate)
+		if onlyAbort && (ch.State != tandem.GateFail || !abortGates[ch.Gate]) || ch.Passing {
+			continue
 		}
+		out = append(out, ch.Gate)
 	}
 	return out
+}
+
+// notPassing says which checks of g fail and which are inconclusive, with
+// what each lacks.
+func notPassing(g tandem.PlanGates) string {
+	var fail, unsure []string
+	for _, ch := range g.Checks {
+		switch ch.State {
+		case tandem.GateFail:
+			fail = append(fail, ch.Gate)
+		case tandem.GateInconclusive:
+			unsure = append(unsure, ch.Gate+" ("+ch.Missing+")")
+		}
+	}
+	var parts []string
+	if len(fail) > 0 {
+		parts = append(parts, "gates failing: "+strings.Join(fail, ", "))
+	}
+	if len(unsure) > 0 {
+		parts = append(parts, "gates inconclusive: "+strings.Join(unsure, ", "))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -73,8 +73,10 @@ type planPod struct {
 	Approved bool `json:"approved,omitempty"`
 	// Moved is set once the plan changed the pod's mode.
 	Moved bool `json:"moved,omitempty"`
-	// Passed is set once the gates of the current soak passed; a gate
-	// failing after that aborts the plan.
+	// Passes counts the evaluations in a row whose gates passed in the
+	// current soak; Passed is set once they reach the consecutive passes
+	// required, and a gate failing after that aborts the plan.
+	Passes int  `json:"passes,omitempty"`
 	Passed bool `json:"passed,omitempty"`
 	// AuditedAt and AuditedBy are the plan's last audit of the pod and
 	// the instance that ran it: audits are counted by the comparator of
@@ -371,6 +373,7 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 			}
 		}
 		pp.Gates = c.PlanGates(name, mode, p.Since, soak)
+		pp.Gates.Passes = p.Passes
 		if !soaking(p.Step) {
 			pp.Gates = withoutSoak(pp.Gates)
 		}

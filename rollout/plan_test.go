@@ -161,11 +161,11 @@ func TestController_Plan(t *testing.T) {
 		e.stepPlan(t)
 		e.clk.Advance(11 * time.Minute)
 		p := e.stepPlan(t)
-		if e.ctl.Mode("pod-b") != tandem.ModeShadow || !strings.Contains(p.Waiting, "gates failing") {
-			t.Fatalf("got mode %s waiting %q, want shadow, waiting on gates", e.ctl.Mode("pod-b"), p.Waiting)
+		if e.ctl.Mode("pod-b") != tandem.ModeShadow || !strings.Contains(p.Waiting, "gates inconclusive: comparisons (100 more comparisons") {
+			t.Fatalf("got mode %s waiting %q, want shadow, waiting on gates inconclusive for want of comparisons", e.ctl.Mode("pod-b"), p.Waiting)
 		}
-		if c, _ := check(p, "pod-b", tandem.GateComparisons); c.Passing || c.Threshold != 100 {
-			t.Errorf("got %+v, want comparisons failing against 100", c)
+		if c, _ := check(p, "pod-b", tandem.GateComparisons); c.Passing || c.State != tandem.GateInconclusive || c.Threshold != 100 {
+			t.Errorf("got %+v, want comparisons inconclusive against 100", c)
 		}
 		eventually(t, "the plan runs the audit its gate needs", func() bool {
 			return slices.Contains(e.store.actions(), rollout.ActionAudit)
@@ -187,8 +187,8 @@ func TestController_Plan(t *testing.T) {
 				p99 = ch
 			}
 		}
-		if p99.Passing || p99.Value < 2 || p99.Threshold != 1.5 || c.Passing {
-			t.Fatalf("got %+v, want MySQL p99 ~10x Redis's failing against 1.5", p99)
+		if p99.Passing || p99.State != tandem.GateFail || p99.Value < 9 || p99.Threshold > 2 || c.Passing || c.State != tandem.GateFail {
+			t.Fatalf("got %+v, want MySQL p99 ~10ms failing against 1.5x Redis's ~1ms", p99)
 		}
 	})
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -116,7 +115,7 @@ func (c *Controller) reconcile(p *planPod, set PlanSettings) {
 }
 
 func (c *Controller) enterSoak(p *planPod, step tandem.PlanStep, soak time.Duration, now time.Time) {
-	p.Step, p.Since, p.SoakUntil, p.Passed, p.Approved, p.Waiting = step, now, now.Add(soak), false, false, ""
+	p.Step, p.Since, p.SoakUntil, p.Passes, p.Passed, p.Approved, p.Waiting = step, now, now.Add(soak), 0, false, false, ""
 }
 
 // startPod takes a pending pod into the plan from the mode it is in.
@@ -174,8 +173,18 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 			return true
 		}
 		if !g.Passing {
-			p.Waiting = "gates failing: " + strings.Join(failing(g, false), ", ")
+			p.Passes = 0
+			p.Waiting = notPassing(g)
 			c.auditForGates(p, g)
+			return false
+		}
+		// One passing evaluation may be a lucky sample: the pod is
+		// promoted once the gates passed this many turns in a row.
+		if !p.Passed {
+			p.Passes++
+		}
+		if need := c.Gates.passesRequired(); p.Passes < need {
+			p.Waiting = fmt.Sprintf("gates passing: %d of %d evaluations in a row", p.Passes, need)
 			return false
 		}
 		p.Passed = true

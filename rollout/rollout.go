@@ -91,6 +91,11 @@ type KillSwitch interface {
 type Comparisons interface {
 	GateStats(pod string) (comparisons int64, divergenceRate float64)
 	ErrorStats(pod string) (comparisons int64, sotErrorRate float64)
+	// AbortStats counts the automatic abort's recent window.
+	AbortStats(pod string) tandem.RecentComparisons
+	// Reset makes the three above count only what comes after it (an
+	// unkill); Report keeps the whole window.
+	Reset(pod string)
 	LastAudit(pod string) (at time.Time, clean bool, ok bool)
 	RecordAudit(a tandem.Audit)
 	Report(pod string, mode tandem.Mode) tandem.Report
@@ -284,6 +289,9 @@ type Controller struct {
 	// auditing lists the pods whose audit the plan runs (under trMu).
 	auditing map[string]bool
 
+	abortMu    sync.Mutex
+	abortMarks map[string]abortMark
+
 	startedAt time.Time
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -313,7 +321,7 @@ type podTable struct {
 // after it.
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store,
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}}
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

@@ -61,12 +61,21 @@ type RolloutConfig struct {
 	GateRequireAudit      bool          `yaml:"gate_require_audit"`
 	AbortDivergenceRate   float64       `yaml:"abort_divergence_rate"`
 	AbortMinComparisons   int64         `yaml:"abort_min_comparisons"`
-	AuditInterval         time.Duration `yaml:"audit_interval"`
-	// GateMaxP99Factor and GateMaxMySQLErrorRate are the plan's
-	// performance gates (0 disables each).
-	GateMaxP99Factor      float64    `yaml:"gate_max_p99_factor"`
-	GateMaxMySQLErrorRate float64    `yaml:"gate_max_mysql_error_rate"`
-	Plan                  PlanConfig `yaml:"plan"`
+	// AbortWindow is the recent window the automatic abort judges.
+	AbortWindow   time.Duration `yaml:"abort_window"`
+	AuditInterval time.Duration `yaml:"audit_interval"`
+	// GateConsecutivePasses is how many of the plan's evaluations in a
+	// row must pass before it promotes a pod.
+	GateConsecutivePasses int `yaml:"gate_consecutive_passes"`
+	// GateMySQLP99Max, GateMaxP99Factor, GateP99Slack and
+	// GateMaxMySQLErrorRate are the plan's performance gates (0 disables
+	// each): MySQL's p99 at most GateMySQLP99Max and at most
+	// max(GateMaxP99Factor x Redis's p99, Redis's p99 + GateP99Slack).
+	GateMySQLP99Max       time.Duration `yaml:"gate_mysql_p99_max"`
+	GateMaxP99Factor      float64       `yaml:"gate_max_p99_factor"`
+	GateP99Slack          time.Duration `yaml:"gate_p99_slack"`
+	GateMaxMySQLErrorRate float64       `yaml:"gate_max_mysql_error_rate"`
+	Plan                  PlanConfig    `yaml:"plan"`
 }
 
 // PlanConfig holds the defaults of POST /admin/plan/start and the plan's
@@ -119,8 +128,9 @@ func DefaultConfig() Config {
 		Reservation: ReservationConfig{DefaultTTL: 10 * time.Minute, ReaperInterval: time.Second, PoolCap: 1000},
 		Rollout: RolloutConfig{
 			GateMinComparisons: 1000, GateMaxDivergenceRate: 0.001, GateWindow: 15 * time.Minute,
-			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200,
-			AuditInterval: 5 * time.Minute, GateMaxP99Factor: 3, GateMaxMySQLErrorRate: 0.001,
+			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200, AbortWindow: time.Minute,
+			AuditInterval: 5 * time.Minute, GateConsecutivePasses: 3, GateMySQLP99Max: 50 * time.Millisecond,
+			GateMaxP99Factor: 3, GateP99Slack: 25 * time.Millisecond, GateMaxMySQLErrorRate: 0.001,
 			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1},
 		},
 		Shadow: ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
@@ -255,6 +265,14 @@ func (ro RolloutConfig) validate() error {
 		return bad("rollout.abort_divergence_rate", "must be 0..1 (0 disables)")
 	case ro.AbortMinComparisons < 0:
 		return bad("rollout.abort_min_comparisons", "must be >= 0")
+	case ro.AbortWindow < time.Second || ro.AbortWindow > time.Hour:
+		return bad("rollout.abort_window", "must be 1s..1h, got %s", ro.AbortWindow)
+	case ro.GateConsecutivePasses < 1 || ro.GateConsecutivePasses > 100:
+		return bad("rollout.gate_consecutive_passes", "must be 1..100, got %d", ro.GateConsecutivePasses)
+	case ro.GateMySQLP99Max < 0:
+		return bad("rollout.gate_mysql_p99_max", "must be >= 0 (0 disables)")
+	case ro.GateP99Slack < 0:
+		return bad("rollout.gate_p99_slack", "must be >= 0 (0 disables)")
 	case ro.AuditInterval < 0:
 		return bad("rollout.audit_interval", "must be >= 0 (0 disables the scheduled audit)")
 	case ro.GateMaxP99Factor < 0:

@@ -64,6 +64,34 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("pod-a shops: got %s, want 1-3", cfg.Pods[0].ShopSet())
 		}
 	})
+	t.Run("GateDefaults", func(t *testing.T) {
+		cfg, err := ParseConfig(strings.NewReader(exampleConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro := cfg.Rollout
+		if ro.AbortWindow != time.Minute || ro.GateConsecutivePasses != 3 || ro.GateMySQLP99Max != 50*time.Millisecond ||
+			ro.GateMaxP99Factor != 3 || ro.GateP99Slack != 25*time.Millisecond || ro.GateMaxMySQLErrorRate != 0.001 {
+			t.Errorf("got %+v, want abort_window 1m, 3 passes, p99 at most 50ms and max(3x, +25ms), error rate 0.001", ro)
+		}
+	})
+	t.Run("GateKeys", func(t *testing.T) {
+		src := strings.Replace(exampleConfig, "abort_min_comparisons: 200", `abort_min_comparisons: 200
+  abort_window: 30s
+  gate_consecutive_passes: 5
+  gate_mysql_p99_max: 0s
+  gate_max_p99_factor: 0
+  gate_p99_slack: 40ms`, 1)
+		cfg, err := ParseConfig(strings.NewReader(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro := cfg.Rollout
+		if ro.AbortWindow != 30*time.Second || ro.GateConsecutivePasses != 5 || ro.GateMySQLP99Max != 0 ||
+			ro.GateMaxP99Factor != 0 || ro.GateP99Slack != 40*time.Millisecond {
+			t.Errorf("got %+v, want the keys as written (0 disables)", ro)
+		}
+	})
 	bad := []struct {
 		name, old, new, wantKey string
 	}{
@@ -79,6 +107,11 @@ func TestParseConfig(t *testing.T) {
 		{"BadInflight", "max_inflight: 256", "max_inflight: 0", "shadow.max_inflight"},
 		{"MySQLInflightAbovePool", "mysql_max_open_conns: 32", "mysql_max_open_conns: 32\n    mysql_max_inflight: 33", "pods[0].mysql_max_inflight"},
 		{"BadListen", "listen: 127.0.0.1:8080", "listen: nowhere", "listen"},
+		{"BadAbortWindow", "abort_min_comparisons: 200", "abort_min_comparisons: 200\n  abort_window: 10ms", "rollout.abort_window"},
+		{"BadConsecutivePasses", "abort_min_comparisons: 200", "abort_min_comparisons: 200\n  gate_consecutive_passes: 0", "rollout.gate_consecutive_passes"},
+		{"NegativeP99Budget", "abort_min_comparisons: 200", "abort_min_comparisons: 200\n  gate_mysql_p99_max: -1ms", "rollout.gate_mysql_p99_max"},
+		{"NegativeP99Slack", "abort_min_comparisons: 200", "abort_min_comparisons: 200\n  gate_p99_slack: -1ms", "rollout.gate_p99_slack"},
+		{"BareP99Budget", "abort_min_comparisons: 200", "abort_min_comparisons: 200\n  gate_mysql_p99_max: 50", "rollout.gate_mysql_p99_max"},
 		{"NoPods", exampleConfig[strings.Index(exampleConfig, "pods:"):], "", "pods"},
 	}
 	for _, tc := range bad {

@@ -285,7 +285,8 @@ func (m *Main) openControl(ctx context.Context) error {
 	onError := func(what string) func(error) {
 		return func(err error) { m.Logger.Warn(what, zap.Error(err)) }
 	}
-	m.cmp = comparator.New(comparator.Config{Log: m.control, Window: cfg.Rollout.GateWindow, OnError: onError("comparator")})
+	m.cmp = comparator.New(comparator.Config{Log: m.control, Window: cfg.Rollout.GateWindow, AbortWindow: cfg.Rollout.AbortWindow,
+		OnError: onError("comparator")})
 	if len(cfg.Rollout.Plan.Webhooks) > 0 {
 		m.hooks = &webhook.Notifier{URLs: cfg.Rollout.Plan.Webhooks, OnError: onError("webhook")}
 		m.hooks.Open()
@@ -302,8 +303,10 @@ func (m *Main) openControl(ctx context.Context) error {
 		Gates: rollout.Gates{
 			MinComparisons: cfg.Rollout.GateMinComparisons, MaxDivergenceRate: cfg.Rollout.GateMaxDivergenceRate,
 			Window: cfg.Rollout.GateWindow, RequireAudit: cfg.Rollout.GateRequireAudit,
+			ConsecutivePasses:   cfg.Rollout.GateConsecutivePasses,
 			AbortDivergenceRate: cfg.Rollout.AbortDivergenceRate, AbortMinComparisons: cfg.Rollout.AbortMinComparisons,
-			MaxP99Factor: cfg.Rollout.GateMaxP99Factor, MaxMySQLErrorRate: cfg.Rollout.GateMaxMySQLErrorRate,
+			MaxMySQLP99: cfg.Rollout.GateMySQLP99Max, MaxP99Factor: cfg.Rollout.GateMaxP99Factor,
+			P99Slack: cfg.Rollout.GateP99Slack, MaxMySQLErrorRate: cfg.Rollout.GateMaxMySQLErrorRate,
 		},
 		PlanDefaults: rollout.PlanSettings{
 			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,

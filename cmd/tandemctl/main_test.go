@@ -95,7 +95,8 @@ const podsAnswer = `{"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"r
 	`{"pod":"pod-b","mode":"mysql","source_of_truth":"redis","shadow":"mysql","kill_switch":true,"shops":"4-9","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":3,"divergence_rate":0,"last_audit_clean":false,"last_audit_at":"2026-11-30T09:59:00Z","passing":false,"failed_gates":["min_comparisons","audit_clean"]}},` +
 	`{"pod":"pod-c","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"10-12","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":false,"last_audit_at":null,"passing":false,"failed_gates":["min_comparisons","audit_clean"]}}]}`
 
-const podAnswer = `{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":true,"passing":false,"failed_gates":["min_comparisons"]}}`
+const podAnswer = `{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","shadow":"mysql","kill_switch":false,"shops":"1-3","updated_at":"2026-11-30T10:00:00Z","gates":{"comparisons":0,"divergence_rate":0,"last_audit_clean":true,"passing":false,"failed_gates":["min_comparisons"]},` +
+	`"abort":{"window":"1m","comparisons":400,"min_comparisons":200,"divergence_rate":0.06,"mysql_error_rate":0,"threshold":0.01,"would_trip":true,"armed":false}}`
 
 // ksAnswer has pod-b killed first, then pod-a for another reason: the
 // switch-wide since is pod-b's and the reason pod-a's.
@@ -128,7 +129,7 @@ func TestCommands(t *testing.T) {
 				"pod-b  mysql   redis  mysql   ENGAGED  4-9    3            0.000%    not clean     n/a (killed)                       2026-11-30T10:00:00Z\n",
 				"pod-c  shadow  redis  mysql   off      10-12  0            n/a       no audit yet  fail: min_comparisons,audit_clean  2026-11-30T10:00:00Z\n"}},
 		{name: "PodsOne", args: []string{"pods", "pod-a"}, status: 200, answer: podAnswer,
-			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons"}},
+			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons", "ABORT", "TRIPS 6.000% >= 1.000% (1m)"}},
 		{name: "ModeApplies", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 200, answer: podAnswer,
 			wantMethod: "PUT", wantPath: "/admin/pods/pod-a/mode",
 			wantBody: map[string]any{"mode": "shadow", "reason": "start shadowing"}, wantOut: []string{"pod-a", "shadow"}},

@@ -30,11 +30,11 @@ func printPods(w io.Writer, pods []tandem.PodStatus) {
 		fmt.Fprintln(w, "no pods")
 		return
 	}
-	tw := newTable(w, "POD", "MODE", "SOT", "SHADOW", "KILL", "SHOPS", "COMPARISONS", "DIV_RATE", "AUDIT", "GATES", "UPDATED")
+	tw := newTable(w, "POD", "MODE", "SOT", "SHADOW", "KILL", "SHOPS", "COMPARISONS", "DIV_RATE", "AUDIT", "GATES", "ABORT", "UPDATED")
 	for _, p := range pods {
 		row(tw, p.Pod, string(p.Mode), p.SourceOfTruth, orDash(p.Shadow), onOff(p.KillSwitch, "ENGAGED", "off"),
 			orDash(p.Shops), strconv.FormatInt(p.Gates.Comparisons, 10), rateOf(p.Gates.DivergenceRate, p.Gates.Comparisons),
-			auditVerdict(p.Gates), podGates(p), when(p.UpdatedAt))
+			auditVerdict(p.Gates), podGates(p), abortWatch(p.Abort), when(p.UpdatedAt))
 	}
 	tw.Flush()
 	for _, p := range pods {
@@ -42,6 +42,27 @@ func printPods(w io.Writer, pods []tandem.PodStatus) {
 			fmt.Fprintf(w, "%s: -> %s running: %s\n", p.Pod, t.To, transitionProgress(*t))
 		}
 	}
+}
+
+// abortWatch says how the pod's recent window stands against the
+// automatic abort: "ok 0.000% < 1.000% (1m)", "TRIPS 6.000% >= 1.000%
+// (1m)", or "ok 120 of 200 (1m)" while it has too few comparisons; a
+// killed pod's tells whether an unkill would hold.
+func abortWatch(a *tandem.AbortWatch) string {
+	switch {
+	case a == nil:
+		return "-"
+	case a.Threshold <= 0:
+		return "off"
+	}
+	r := max(a.DivergenceRate, a.MySQLErrorRate)
+	switch {
+	case a.WouldTrip:
+		return fmt.Sprintf("TRIPS %s >= %s (%s)", rate(r), rate(a.Threshold), a.Window)
+	case a.Comparisons < a.MinComparisons:
+		return fmt.Sprintf("ok %d of %d (%s)", a.Comparisons, a.MinComparisons, a.Window)
+	}
+	return fmt.Sprintf("ok %s < %s (%s)", rate(r), rate(a.Threshold), a.Window)
 }
 
 // transitionProgress says how far a background transition is:

@@ -151,7 +151,8 @@
       el("td", { "data-field": "mode" }),
       el("td", { "data-field": "source_of_truth" }),
       el("td", { "data-field": "shadow" }),
-      el("td", { class: "wrap ks-cell" }, el("span", { "data-field": "kill_switch" }), el("div", { "data-field": "kill_detail", class: "ks-detail" })),
+      el("td", { class: "wrap ks-cell" }, el("span", { "data-field": "kill_switch" }), el("div", { "data-field": "kill_detail", class: "ks-detail" }),
+        el("div", { "data-field": "abort", class: "ks-detail" })),
       el("td", { "data-field": "shops" }),
       el("td", { "data-field": "comparisons", class: "num" }),
       el("td", { "data-field": "divergence_rate", class: "num" }),
@@ -180,6 +181,8 @@
     tr.querySelector('[data-action="kill"]').hidden = !!p.kill_switch;
     tr.querySelector('[data-action="unkill"]').hidden = !p.kill_switch;
     setField(tr, "kill_detail", ...killDetail(p.pod, !!p.kill_switch));
+    setField(tr, "abort", abortText(p.abort, !!p.kill_switch));
+    tr.querySelector('[data-field="abort"]').dataset.state = p.abort ? (p.abort.would_trip ? "would-trip" : "holds") : "";
     setField(tr, "shops", p.shops || "–");
     setField(tr, "comparisons", num(g.comparisons));
     setField(tr, "divergence_rate", rateOf(g.divergence_rate, g.comparisons));
@@ -200,6 +203,21 @@
     if (g.last_audit_clean) return badge("clean", "good");
     if (g.last_audit_at === null || g.last_audit_at === undefined) return badge("no audit yet", "muted");
     return badge("not clean", "warn");
+  }
+
+  // abortText says where the pod's recent window stands against the
+  // automatic abort (POD.abort); for a killed pod, whether an unkill would
+  // hold under the same traffic.
+  function abortText(a, killed) {
+    if (!a) return null;
+    if (!(a.threshold > 0)) return "automatic abort off";
+    const r = Math.max(a.divergence_rate || 0, a.mysql_error_rate || 0);
+    const last = " in the last " + a.window;
+    if (a.comparisons < a.min_comparisons) {
+      return (killed ? "an unkill would hold: " : "abort: ") + a.comparisons + " of " + a.min_comparisons + " comparisons" + last;
+    }
+    if (a.would_trip) return (killed ? "an unkill would be undone: " : "abort would trip: ") + pct(r) + " ≥ " + pct(a.threshold) + last;
+    return (killed ? "an unkill would hold: " : "abort: ") + pct(r) + " < " + pct(a.threshold) + last;
   }
 
   // engagementOf returns a pod's own engagement {since, reason, actor}: from

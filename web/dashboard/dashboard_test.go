@@ -300,6 +300,9 @@ func TestDashboard(t *testing.T) {
 			if got := b.Text(podB + ` [data-field="kill_since"]`); !strings.HasPrefix(got, "since 20") {
 				t.Errorf("got pod-b since %q, want the engagement time", got)
 			}
+			if got := b.Text(podB + ` [data-field="abort"]`); got != "an unkill would be undone: 6.000% ≥ 1.000% in the last 1m" {
+				t.Errorf("got pod-b abort %q, want the recent rate against the threshold", got)
+			}
 			if got := b.Text(`[data-pod="pod-a"] [data-field="kill_switch"]`); got != "off" {
 				t.Errorf("got pod-a kill switch %q, want off", got)
 			}
@@ -551,6 +554,7 @@ func newFakeAdmin(token string) *fakeAdmin {
 			{Pod: "pod-a", Mode: tandem.ModeRedis, SourceOfTruth: "redis", Shops: "1-3", UpdatedAt: now,
 				Gates: tandem.Gates{FailedGates: []string{"min_comparisons", "audit_clean"}}},
 			{Pod: "pod-b", Mode: tandem.ModeShadow, SourceOfTruth: "redis", Shadow: "mysql", Shops: "4-9", UpdatedAt: now,
+				Abort: &tandem.AbortWatch{Window: "1m", Comparisons: 400, MinComparisons: 200, DivergenceRate: 0.06, Threshold: 0.01, WouldTrip: true},
 				Gates: tandem.Gates{Comparisons: 420, DivergenceRate: 0.0024, LastAuditClean: true, LastAuditAt: &lastAudit, FailedGates: []string{"min_comparisons"},
 					Checks: []tandem.GateCheck{
 						{Gate: tandem.GateComparisons, Value: 420, Threshold: 1000, Missing: "580 more comparisons in the 15m window"},
