@@ -161,7 +161,7 @@ func TestController_Plan(t *testing.T) {
 		e.stepPlan(t)
 		e.clk.Advance(11 * time.Minute)
 		p := e.stepPlan(t)
-		if e.ctl.Mode("pod-b") != tandem.ModeShadow || !strings.Contains(p.Waiting, "gates inconclusive: comparisons (100 more comparisons") {
+		if e.ctl.Mode("pod-b") != tandem.ModeShadow || !strings.Contains(p.Waiting, "gates inconclusive: min_comparisons (100 more comparisons") {
 			t.Fatalf("got mode %s waiting %q, want shadow, waiting on gates inconclusive for want of comparisons", e.ctl.Mode("pod-b"), p.Waiting)
 		}
 		if c, _ := check(p, "pod-b", tandem.GateComparisons); c.Passing || c.State != tandem.GateInconclusive || c.Threshold != 100 {

@@ -124,10 +124,10 @@ func TestCommands(t *testing.T) {
 		{name: "PodsTable", args: []string{"pods"}, status: 200, answer: podsAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods",
 			wantOut: []string{
-				"POD    MODE    SOT    SHADOW  KILL     SHOPS  COMPARISONS  DIV_RATE  AUDIT         GATES                              UPDATED\n",
-				"pod-a  shadow  redis  mysql   off      1-3    1200         0.050%    clean         pass                               2026-11-30T10:00:00Z\n",
-				"pod-b  mysql   redis  mysql   ENGAGED  4-9    3            0.000%    not clean     n/a (killed)                       2026-11-30T10:00:00Z\n",
-				"pod-c  shadow  redis  mysql   off      10-12  0            n/a       no audit yet  fail: min_comparisons,audit_clean  2026-11-30T10:00:00Z\n"}},
+				"POD    MODE    SOT    SHADOW  KILL     SHOPS  COMPARISONS  DIV_RATE  AUDIT         GATES                              ABORT  UPDATED\n",
+				"pod-a  shadow  redis  mysql   off      1-3    1200         0.050%    clean         pass                               -      2026-11-30T10:00:00Z\n",
+				"pod-b  mysql   redis  mysql   ENGAGED  4-9    3            0.000%    not clean     n/a (killed)                       -      2026-11-30T10:00:00Z\n",
+				"pod-c  shadow  redis  mysql   off      10-12  0            n/a       no audit yet  fail: min_comparisons,audit_clean  -      2026-11-30T10:00:00Z\n"}},
 		{name: "PodsOne", args: []string{"pods", "pod-a"}, status: 200, answer: podAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods/pod-a", wantOut: []string{"pod-a", "fail: min_comparisons", "ABORT", "TRIPS 6.000% >= 1.000% (1m)"}},
 		{name: "ModeApplies", args: []string{"mode", "pod-a", "shadow", "--reason", "start shadowing"}, status: 200, answer: podAnswer,
@@ -205,7 +205,7 @@ func TestCommands(t *testing.T) {
 				`"divergences":{"outcome_mismatch":0,"location_mismatch":0,"shadow_error":0,"shadow_timeout":0,"shadow_dropped":0,"state_drift":0},` +
 				`"divergence_rate":0,"latency_ms":{"redis":{"p50":0,"p99":0},"mysql":{"p50":0,"p99":0}}}]}`,
 			wantMethod: "GET", wantPath: "/admin/report",
-			wantOut: []string{"pod-b  redis  15m     0            0        n/a       n/a        n/a        n/a        n/a        none\n"}},
+			wantOut: []string{"pod-b  redis  15m     0            0        n/a       n/a         n/a        n/a        n/a        n/a        none\n"}},
 		{name: "AuditDefaultReason", args: []string{"audit", "pod-a"}, status: 200,
 			answer:     `{"pod":"pod-a","at":"2026-11-30T10:00:00Z","checked":120,"clean":true,"drifted":[]}`,
 			wantMethod: "POST", wantPath: "/admin/pods/pod-a/audit", wantBody: map[string]any{"reason": "tandemctl audit"},

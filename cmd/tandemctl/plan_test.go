@@ -22,7 +22,7 @@ const planGatesAnswer = `{"phase":"running","settings":{"shadow_soak":"30s","mys
 	`{"gate":"min_comparisons","value":1200,"threshold":1000,"passing":true},` +
 	`{"gate":"max_divergence_rate","value":0.0005,"threshold":0.001,"passing":true},` +
 	`{"gate":"audit_clean","value":1,"threshold":1,"passing":true},` +
-	`{"gate":"mysql_p99_factor","value":3.7795275590551185,"threshold":3,"passing":false,"missing":"MySQL p99 9.60ms is 3.78x Redis's 2.54ms, at most 3.00x"},` +
+	`{"gate":"mysql_p99_factor","value":9.6,"threshold":7.62,"passing":false,"missing":"MySQL p99 9.60ms is over 3.00x Redis's p99 of 2.54ms (7.62ms)"},` +
 	`{"gate":"mysql_error_rate","value":0.00012345,"threshold":0.001,"passing":true},` +
 	`{"gate":"min_soak","value":6.680839197,"threshold":30,"passing":false,"missing":"23s more soak"}]}}],` +
 	`"order":["pod-a"],"promoted":[]}`
@@ -61,7 +61,7 @@ func TestPlan(t *testing.T) {
 			wantOut: []string{"min_comparisons      pass  value 1200    threshold >= 1000",
 				"max_divergence_rate  pass  value 0.050%  threshold <= 0.100%",
 				"audit_clean          pass  value clean   threshold clean in window",
-				"mysql_p99_factor     FAIL  value 3.78x   threshold <= 3.00x",
+				"mysql_p99_factor     FAIL  value 9.60ms  threshold <= 7.62ms",
 				"mysql_error_rate     pass  value 0.012%  threshold <= 0.100%",
 				"min_soak             FAIL  value 6.7s    threshold >= 30s  (23s more soak)"}},
 		{name: "KilledPodCountsOnRedis", args: []string{"plan"}, status: 200, answer: planKilledAnswer,

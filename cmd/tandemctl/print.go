@@ -177,7 +177,7 @@ func printReport(w io.Writer, rs []tandem.Report) {
 		fmt.Fprintln(w, "no pods")
 		return
 	}
-	tw := newTable(w, "POD", "MODE", "WINDOW", "COMPARISONS", "MATCHES", "DIV_RATE",
+	tw := newTable(w, "POD", "MODE", "WINDOW", "COMPARISONS", "MATCHES", "DIV_RATE", "CONTENTION",
 		"REDIS_P50", "REDIS_P99", "MYSQL_P50", "MYSQL_P99", "DIVERGENCES")
 	for _, r := range rs {
 		var kinds []string
@@ -188,11 +188,20 @@ func printReport(w io.Writer, rs []tandem.Report) {
 		}
 		row(tw, r.Pod, string(r.Mode), orDash(r.Window), strconv.FormatInt(r.Comparisons, 10),
 			strconv.FormatInt(r.Matches, 10), rateOf(r.DivergenceRate, r.Comparisons),
-			latency(r, tandem.StoreRedis, false), latency(r, tandem.StoreRedis, true),
+			contention(r), latency(r, tandem.StoreRedis, false), latency(r, tandem.StoreRedis, true),
 			latency(r, tandem.StoreMySQL, false), latency(r, tandem.StoreMySQL, true),
 			listOr(kinds, "none"))
 	}
 	tw.Flush()
+}
+
+// contention formats a report's explained contention: how many of the
+// matches differed only at the sold-out boundary, and their share.
+func contention(r tandem.Report) string {
+	if r.Comparisons == 0 {
+		return notApplicable
+	}
+	return fmt.Sprintf("%d (%s)", r.Contention, rateOf(r.ContentionRate, r.Comparisons))
 }
 
 // latency formats a store's p50 or p99 in a report: n/a when the window

@@ -21,7 +21,7 @@
   // (kill_switch, transition, resync) refuse whatever force says.
   const OVERRIDABLE = ["min_comparisons", "max_divergence_rate", "audit_clean"];
   const Charts = window.TandemCharts;
-  const { KINDS, NA, $, el, badge, when, timeCell, num, ms, rateOf, syncRows, modeBadge, usesStore } = window.TandemUI;
+  const { KINDS, NA, $, el, badge, when, timeCell, pct, num, ms, rateOf, syncRows, modeBadge, usesStore } = window.TandemUI;
   const { fillCard, diffTable } = window.TandemWatch;
 
   const state = {
