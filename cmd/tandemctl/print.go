@@ -147,16 +147,30 @@ func printDivergences(w io.Writer, ds []tandem.Divergence) {
 		fmt.Fprintln(w, "no divergences")
 		return
 	}
-	tw := newTable(w, "ID", "AT", "POD", "OP", "KIND", "SHOP", "CART", "SOT", "PRIMARY", "SHADOW")
+	tw := newTable(w, "ID", "AT", "POD", "OP", "KIND", "SHOP", "CART", "SOT", "PRIMARY", "SHADOW", "DETAIL")
 	for _, d := range ds {
 		shop := "-"
 		if d.ShopID != 0 {
 			shop = strconv.FormatInt(d.ShopID, 10)
 		}
 		row(tw, strconv.FormatInt(d.ID, 10), when(d.At), d.Pod, string(d.Op), string(d.Kind), shop, orDash(d.CartToken),
-			d.SourceOfTruth, outcome(d.Primary), outcome(d.Shadow))
+			d.SourceOfTruth, outcome(d.Primary), outcome(d.Shadow), divergenceDetail(d))
 	}
 	tw.Flush()
+}
+
+// divergenceDetail says in words what a divergence is about: a drifted
+// position's item, group, the ledger's figure and each store's, with the
+// cause and fix; else the shadow's message (why a difference is not
+// contention, what an error said).
+func divergenceDetail(d tandem.Divergence) string {
+	if d.Position != nil {
+		return tandem.DriftMessage(*d.Position)
+	}
+	if d.Shadow.Message != "" {
+		return d.Shadow.Message
+	}
+	return orDash(d.Primary.Message)
 }
 
 // outcome formats a store's answer as "redis reserved 100x2@1,101x1@2".
