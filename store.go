@@ -150,6 +150,12 @@ type Recounter interface {
 	// claim between the ledger and Redis while it runs is counted twice
 	// or not at all.
 	Recount(ctx context.Context, key Key) (*Counters, error)
+	// Repair sets key's sellable records again from the store's own
+	// on_hand and holds, so that they agree with themselves (Records
+	// Consistent), without reading the ledger: one atomic step, safe
+	// under traffic. Returns EUNAVAILABLE when the store has no record of
+	// key (it lost its data).
+	Repair(ctx context.Context, key Key) (*Records, error)
 }
 
 // Records is one position as a store's own records of stock show it.

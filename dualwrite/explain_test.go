@@ -84,7 +84,7 @@ func TestExplain_DriftIsNotContention(t *testing.T) {
 		if _, err := p.Reserve(ctx, cart("a", 41, one(1, 2, 1))); err != nil {
 			t.Fatalf("mysql refused a reserve it can cover: %v", err)
 		}
-		p.mustDriftVerdict(t, "a", k, "redis recounted")
+		p.mustDriftVerdict(t, "a", k, "redis repaired")
 		if got := p.counters(t, p.redis, k); got.Available != 8 || got.Reserved != 2 {
 			t.Errorf("redis after the reserve: got %+v, want available 8, held 2", got)
 		}
@@ -108,7 +108,7 @@ func TestExplain_DriftIsNotContention(t *testing.T) {
 		if _, err := p.Reserve(ctx, cart("b", 42, one(1, 1, 1))); tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
 			t.Fatalf("reserve b: got %v, want insufficient_inventory", err)
 		}
-		p.mustDriftVerdict(t, "b", k, "redis recounted")
+		p.mustDriftVerdict(t, "b", k, "redis repaired")
 		p.mustConverge(t)
 		if res, err := p.redis.Get(ctx, 42, "b"); err == nil && res.Status == tandem.StatusReserved {
 			t.Errorf("redis still holds the refused cart b: %+v", res)
@@ -125,7 +125,7 @@ func TestExplain_DriftIsNotContention(t *testing.T) {
 		if _, err := p.Reserve(ctx, cart("a", 43, one(1, 2, 1))); tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
 			t.Fatalf("reserve a: got %v, want insufficient_inventory from the drifted counter", err)
 		}
-		p.mustDriftVerdict(t, "a", k, "redis recounted")
+		p.mustDriftVerdict(t, "a", k, "redis repaired")
 		p.mustConverge(t)
 		if _, err := p.Reserve(ctx, cart("a2", 43, one(1, 10, 1))); err != nil {
 			t.Fatalf("after the recount, all 10 units sell: %v", err)
@@ -143,7 +143,7 @@ func TestExplain_DriftIsNotContention(t *testing.T) {
 		if _, err := p.Reserve(ctx, cart("a", 44, one(1, 2, 1))); err != nil {
 			t.Fatalf("reserve a: %v", err)
 		}
-		p.mustDriftVerdict(t, "a", k, "redis recounted")
+		p.mustDriftVerdict(t, "a", k, "redis repaired")
 		// MySQL cannot hold what the ledger does not have; once the buyer
 		// lets go, the stores agree.
 		if _, err := p.Release(ctx, 44, "a"); err != nil {
@@ -161,7 +161,7 @@ func TestExplain_DriftIsNotContention(t *testing.T) {
 		if _, err := p.Reserve(ctx, cart("a", 45, one(1, 2, 1))); err != nil {
 			t.Fatalf("reserve a: %v", err)
 		}
-		p.mustDriftVerdict(t, "a", k, "mysql recounted")
+		p.mustDriftVerdict(t, "a", k, "mysql repaired")
 		p.mustConverge(t)
 		if got, err := p.mysql.Records(ctx, k); err != nil || got.Sellable != 8 || got.Reserved != 2 {
 			t.Errorf("mysql after the recount: got %+v, %v, want 8 sellable, 2 held", got, err)

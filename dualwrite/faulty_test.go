@@ -234,6 +234,10 @@ func (f *faulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, e
 	return f.inner.(tandem.Recounter).Recount(ctx, k)
 }
 
+func (f *faulty) Repair(ctx context.Context, k tandem.Key) (*tandem.Records, error) {
+	return f.inner.(tandem.Recounter).Repair(ctx, k)
+}
+
 func (f *faulty) Records(ctx context.Context, k tandem.Key) (*tandem.Records, error) {
 	return f.inner.(tandem.Recounter).Records(ctx, k)
 }

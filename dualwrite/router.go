@@ -144,8 +144,6 @@ type Router struct {
 	// pausing counts the pauses in force, so that shadow work outside a
 	// backfill never takes mu to look at paused.
 	pausing atomic.Int64
-	// busy counts the shadow jobs in flight per position (explain.go).
-	busy busyPositions
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.

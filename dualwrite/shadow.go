@@ -44,8 +44,6 @@ type shadowJob struct {
 	// rawCh carries the shadow's first answer, sent once, to a settle that
 	// may answer the buyer from it (nil for a reserve).
 	rawCh chan shadowAnswer
-	// keys are the positions the job keeps busy (occupy) until it is done.
-	keys []tandem.Key
 }
 
 // shadowCall is the operation a shadow job runs on the shadow store: a
@@ -107,9 +105,6 @@ func (j *shadowJob) start(p tandem.Outcome, havePrimary bool) {
 		// (markDirty and Record never block).
 		j.r.endDropped(j, p, havePrimary)
 		return
-	}
-	if j.call.settle != nil && havePrimary && len(p.Lines) > 0 {
-		j.occupy(lineKeys(j.call.shop, p.Lines))
 	}
 	go j.r.runShadow(j, p, havePrimary)
 }
@@ -206,9 +201,6 @@ func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, call shadowC
 		return job
 	}
 	job.prev, job.line = r.enqueue(o.ck)
-	if call.settle == nil {
-		job.occupy(requestKeys(call.req))
-	}
 	return job
 }
 
@@ -238,7 +230,6 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	defer o.unref()
 	defer r.dequeue(o.ck, j.line)
 	defer r.freeSlot()
-	defer j.release()
 	if !havePrimary || !follows(op, p) {
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		if !havePrimary || p.Failed() {

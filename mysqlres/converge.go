@@ -178,6 +178,17 @@ var _ tandem.Recounter = (*Store)(nil)
 // sum of the three takes the ledger row's lock, which Recount holds; a
 // reserve moves units from the pool to its holds and keeps the sum.
 func (s *Store) Recount(ctx context.Context, key tandem.Key) (*tandem.Counters, error) {
+	r, err := s.Repair(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Counters, nil
+}
+
+// Repair implements tandem.Recounter: the ledger is this store's own
+// table, so repairing from its own records is Recount, under the ledger
+// row's lock, safe under traffic.
+func (s *Store) Repair(ctx context.Context, key tandem.Key) (*tandem.Records, error) {
 	if key.ShopID <= 0 || key.ItemID <= 0 || key.GroupID <= 0 {
 		return nil, tandem.Errorf(tandem.EINVALID, "shop_id, inventory_item_id and group_id must be integers > 0")
 	}
@@ -219,5 +230,5 @@ func (s *Store) Recount(ctx context.Context, key tandem.Key) (*tandem.Counters, 
 	if err != nil {
 		return nil, err
 	}
-	return s.Counters(ctx, key)
+	return s.Records(ctx, key)
 }

@@ -49,6 +49,29 @@ func (s *Store) Records(ctx context.Context, key tandem.Key) (res *tandem.Record
 	return &tandem.Records{Counters: c.counters(key), Sellable: c.onHand - c.held}, nil
 }
 
+// Repair implements tandem.Recounter: available set again from the
+// counter's own on_hand and held, in one script.
+func (s *Store) Repair(ctx context.Context, key tandem.Key) (res *tandem.Records, err error) {
+	defer s.observe("repair", time.Now(), &err)
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	out, err := s.scripts.repair.Run(ctx, s.rdb, []string{s.counterKey(key)}).StringSlice()
+	if err != nil {
+		return nil, translate("repair", err)
+	}
+	if len(out) != 3 {
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "redis has no counter for %s: resync it from MySQL", key)
+	}
+	a, err1 := strconv.ParseInt(out[0], 10, 64)
+	h, err2 := strconv.ParseInt(out[1], 10, 64)
+	o, err3 := strconv.ParseInt(out[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, fmt.Errorf("redisres: repair answer %q: %w", out, err)
+	}
+	return &tandem.Records{Counters: tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, Sellable: o - h}, nil
+}
+
 // SetOnHand implements tandem.ReservationStore: it refuses a count below
 // what Redis holds, writes the ledger, then sets available = on_hand - held
 // in one script (see the package doc for the window in between).

@@ -216,6 +216,25 @@ redis.call('SADD', KEYS[2], ARGV[2])
 return {tostring(held), tostring(onHand - held), cur[2] or ''}
 `
 
+// repairSrc sets a counter's available again from its own on_hand and
+// held, not the ledger's: a counter set by hand (drift) is repaired in one
+// step that commutes with every other script (each keeps available + held
+// = on_hand), so it is safe under traffic, a legacy claim's window
+// included.
+//
+// KEYS[1] counter. Answers {available, held, on_hand}, or {} when the
+// counter is missing (lost data: resync's, not repair's).
+const repairSrc = `
+local cur = redis.call('HMGET', KEYS[1], 'on_hand', 'held')
+if not cur[1] then
+  return {}
+end
+local held = tonumber(cur[2] or '0')
+local available = tonumber(cur[1]) - held
+redis.call('HSET', KEYS[1], 'available', tostring(available))
+return {tostring(available), tostring(held), cur[1]}
+`
+
 // unholdLua defines unhold(lines), shared by the scripts that end a hold:
 // each line's units go from held back to available on the position
 // counters KEYS[3..], one key per line in the lines' order.
@@ -299,7 +318,7 @@ return 0
 
 // scripts are the store's Lua scripts, loaded once by Open.
 type scripts struct {
-	reserve, release, claim, expire, setOnHand, discard, beginClaim, unclaim *redis.Script
+	reserve, release, claim, expire, setOnHand, discard, beginClaim, unclaim, repair *redis.Script
 }
 
 func newScripts() scripts {
@@ -312,9 +331,10 @@ func newScripts() scripts {
 		discard:    redis.NewScript(discardSrc),
 		beginClaim: redis.NewScript(beginClaimSrc),
 		unclaim:    redis.NewScript(unclaimSrc),
+		repair:     redis.NewScript(repairSrc),
 	}
 }
 
 func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand, s.discard, s.beginClaim, s.unclaim}
+	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand, s.discard, s.beginClaim, s.unclaim, s.repair}
 }
