@@ -11,7 +11,8 @@ func TestGateUnit(t *testing.T) {
 		{tandem.GateComparisons, tandem.UnitCount},
 		{tandem.GateDivergenceRate, tandem.UnitRatio},
 		{tandem.GateAudit, tandem.UnitClean},
-		{"mysql_p99_factor", tandem.UnitFactor},
+		{"mysql_p99_factor", tandem.UnitMS}, // its value and threshold are milliseconds (the p99 service level)
+		{"shadow_p99_factor", tandem.UnitFactor},
 		{"mysql_error_rate", tandem.UnitRatio},
 		{"min_soak", tandem.UnitSeconds},
 		{"mysql_p99_ms", tandem.UnitMS},
