@@ -10,6 +10,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,8 +238,11 @@ func (cfg Config) withDefaults() Config {
 			*d.v = d.def
 		}
 	}
-	if cfg.PlanDefaults == (PlanSettings{}) {
+	if reflect.ValueOf(cfg.PlanDefaults).IsZero() {
 		cfg.PlanDefaults = DefaultPlanSettings
+	}
+	if cfg.PlanDefaults.ConfirmTimeout <= 0 {
+		cfg.PlanDefaults.ConfirmTimeout = DefaultConfirmTimeout
 	}
 	if cfg.PlanDefaults.Parallel <= 0 {
 		cfg.PlanDefaults.Parallel = 1
@@ -272,6 +276,10 @@ type Controller struct {
 	// Fleet runs backfill, audit and resync on a pod's stores. Set it
 	// before Open; nil runs without background transitions.
 	Fleet Fleet
+	// Confirmer calls the plan's confirm webhooks; webhook's Confirmer
+	// implements it. Set it before Open; while it is nil, a plan with
+	// confirm webhooks promotes nothing.
+	Confirmer Confirmer
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -283,6 +291,10 @@ type Controller struct {
 	transitions map[string]*transitionRun
 	// auditing lists the pods whose audit the plan runs (under trMu).
 	auditing map[string]bool
+
+	// confirms are the plan's confirm webhook calls, by pod.
+	confirmMu sync.Mutex
+	confirms  map[string]*confirmRun
 
 	startedAt time.Time
 	ctx       context.Context
@@ -313,7 +325,7 @@ type podTable struct {
 // after it.
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store,
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}}
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, confirms: map[string]*confirmRun{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
