@@ -82,10 +82,23 @@ func (e *confirmEnv) start(t *testing.T, r *confirmReceiver, timeout time.Durati
 	}}, opts...)...)
 }
 
+// recv receives from ch, failing the test if nothing comes for long (a
+// plan that never asks); it measures nothing.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("never: %s", what)
+		panic("unreachable")
+	}
+}
+
 // answer waits for the confirm webhooks' next answer about pod.
 func (e *confirmEnv) answer(t *testing.T, pod string) tandem.AuditLogEntry {
 	t.Helper()
-	le := <-e.answers
+	le := recv(t, e.answers, "an answer of the confirm webhooks about "+pod)
 	if le.Pod != pod {
 		t.Fatalf("got an answer about %s, want %s", le.Pod, pod)
 	}
@@ -113,7 +126,7 @@ func TestController_PlanConfirmWebhooks(t *testing.T) {
 		if e.ctl.Mode("pod-b") != tandem.ModeShadow || !strings.Contains(waiting(p, "pod-b"), "waiting for the answer of 1 confirm webhook") {
 			t.Fatalf("got %s waiting %q, want shadow waiting for the webhook", e.ctl.Mode("pod-b"), waiting(p, "pod-b"))
 		}
-		got := <-r.got
+		got := recv(t, r.got, "a promotion at the confirm webhook")
 		if got.Pod != "pod-b" || got.From != tandem.ModeShadow || got.To != tandem.ModeMySQL || got.PlanID == "" ||
 			got.Driver != "test" || got.At.IsZero() || !got.Gates.Passing || len(got.Gates.Checks) == 0 {
 			t.Fatalf("got promotion %+v, want pod-b shadow -> mysql with its plan, driver, passing gates and time", got)
@@ -187,7 +200,7 @@ func TestController_PlanConfirmWebhooks(t *testing.T) {
 		e.start(t, r, time.Minute)
 		e.healthy()
 		e.stepPlan(t)
-		<-r.got
+		recv(t, r.got, "a promotion at the confirm webhook")
 		// The receiver holds the call: turns go on and renew the lease.
 		for range 3 {
 			e.clk.Advance(4 * time.Second)
@@ -214,7 +227,7 @@ func TestController_PlanConfirmWebhooks(t *testing.T) {
 		e.start(t, r, time.Minute, func(s *tandem.PlanStart) { s.FinalMode = &final })
 		e.healthy()
 		e.stepPlan(t)
-		if got := <-r.got; got.From != tandem.ModeMySQL || got.To != tandem.ModeMySQLOnly {
+		if got := recv(t, r.got, "a promotion at the confirm webhook"); got.From != tandem.ModeMySQL || got.To != tandem.ModeMySQLOnly {
 			t.Fatalf("got %s -> %s, want mysql -> mysql_only", got.From, got.To)
 		}
 		if e.ctl.Mode("pod-b") != tandem.ModeMySQL {
