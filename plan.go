@@ -32,13 +32,19 @@ const (
 
 // PlanSettings are a rollout plan's settings as GET /admin/plan shows them:
 // soaks as durations ("30m"), the final mode, how many pods may be in
-// transition at once, and whether each promotion waits for an approval.
+// transition at once, and whether each promotion waits for an approval
+// and for the confirm webhooks.
 type PlanSettings struct {
 	ShadowSoak string `json:"shadow_soak"`
 	MySQLSoak  string `json:"mysql_soak"`
 	FinalMode  Mode   `json:"final_mode"`
 	Parallel   int    `json:"parallel"`
 	Approval   bool   `json:"approval"`
+	// ConfirmWebhooks are the URLs (passwords redacted) that must answer
+	// 2xx to a Promotion before the plan moves a pod; ConfirmTimeout
+	// bounds each call ("10s").
+	ConfirmWebhooks []string `json:"confirm_webhooks"`
+	ConfirmTimeout  string   `json:"confirm_timeout"`
 }
 
 // PlanStart asks to start a rollout plan; nil fields take the config's
@@ -50,6 +56,10 @@ type PlanStart struct {
 	FinalMode  *Mode
 	Parallel   *int
 	Approval   *bool
+	// ConfirmWebhooks, when not nil, replaces the configured URLs (an
+	// empty list asks none).
+	ConfirmWebhooks []string
+	ConfirmTimeout  *time.Duration
 }
 
 // PlanGates is a pod's gate evaluation in the plan: every gate's value
@@ -97,4 +107,20 @@ type Plan struct {
 	// moved to MySQL as source of truth (kept for older clients).
 	Order    []string `json:"order"`
 	Promoted []string `json:"promoted"`
+}
+
+// Promotion is what the rollout plan asks its confirm webhooks before it
+// moves a pod toward MySQL (shadow -> mysql, mysql -> mysql_only): the
+// pod, the move, the plan and its driver, and the gates the pod passed
+// with their values and thresholds. Only a 2xx answer lets it go.
+type Promotion struct {
+	Pod  string `json:"pod"`
+	From Mode   `json:"from"`
+	To   Mode   `json:"to"`
+	// PlanID names the plan (its start time); Driver is the instance
+	// that asks.
+	PlanID string    `json:"plan_id"`
+	Driver string    `json:"driver"`
+	Gates  PlanGates `json:"gates"`
+	At     time.Time `json:"at"`
 }

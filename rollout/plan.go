@@ -55,13 +55,17 @@ type PlanSettings struct {
 	Parallel int `json:"parallel"`
 	// Approval makes each promotion wait for ApprovePlan.
 	Approval bool `json:"approval"`
+	// ConfirmWebhooks must each answer 2xx to the pod's Promotion before
+	// the plan promotes it; ConfirmTimeout bounds each call (see confirm.go).
+	ConfirmWebhooks []string      `json:"confirm_webhooks,omitempty"`
+	ConfirmTimeout  time.Duration `json:"confirm_timeout,omitempty"`
 }
 
 // DefaultPlanSettings are the defaults of the config's rollout.plan section
 // (README "Configuration reference"): 30m soaks, final mode mysql, one pod
-// at a time, no approval.
+// at a time, no approval, no confirm webhooks.
 var DefaultPlanSettings = PlanSettings{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute,
-	FinalMode: tandem.ModeMySQL, Parallel: 1}
+	FinalMode: tandem.ModeMySQL, Parallel: 1, ConfirmTimeout: DefaultConfirmTimeout}
 
 // planPod is one pod's progress in the persisted plan.
 type planPod struct {
@@ -88,6 +92,8 @@ type planPod struct {
 
 // planDoc is the persisted plan.
 type planDoc struct {
+	// ID names the plan in its confirm webhooks' Promotions.
+	ID       string           `json:"id,omitempty"`
 	Phase    tandem.PlanPhase `json:"phase"`
 	Settings PlanSettings     `json:"settings"`
 	Waiting  string           `json:"waiting,omitempty"`
@@ -202,7 +208,7 @@ func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tande
 			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s: resume or abort it first", d.Phase)
 		}
 		now := c.Now().UTC()
-		*d = planDoc{Phase: tandem.PlanRunning, Settings: set, Promoted: []string{}}
+		*d = planDoc{ID: now.Format(time.RFC3339Nano), Phase: tandem.PlanRunning, Settings: set, Promoted: []string{}}
 		for _, pod := range c.PlanOrder() {
 			d.Pods = append(d.Pods, planPod{Pod: pod, Step: tandem.StepPending, Since: now})
 		}
@@ -226,6 +232,15 @@ func (c *Controller) planSettings(st tandem.PlanStart) (PlanSettings, error) {
 	}
 	if st.Approval != nil {
 		s.Approval = *st.Approval
+	}
+	if st.ConfirmWebhooks != nil {
+		s.ConfirmWebhooks = st.ConfirmWebhooks
+	}
+	if st.ConfirmTimeout != nil {
+		s.ConfirmTimeout = *st.ConfirmTimeout
+	}
+	if err := validateConfirm(s.ConfirmWebhooks, s.ConfirmTimeout); err != nil {
+		return s, err
 	}
 	switch {
 	case s.ShadowSoak < 0 || s.MySQLSoak < 0:
@@ -342,7 +357,8 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 		set = c.PlanDefaults
 	}
 	out.Settings = tandem.PlanSettings{ShadowSoak: set.ShadowSoak.String(), MySQLSoak: set.MySQLSoak.String(),
-		FinalMode: set.FinalMode, Parallel: set.Parallel, Approval: set.Approval}
+		FinalMode: set.FinalMode, Parallel: set.Parallel, Approval: set.Approval,
+		ConfirmWebhooks: redactURLs(set.ConfirmWebhooks), ConfirmTimeout: confirmTimeout(set).String()}
 	if rec.Driver != "" && rec.LeaseUntil.After(now) {
 		out.Driver = rec.Driver
 		until := rec.LeaseUntil.UTC()

@@ -244,6 +244,9 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 		p.Waiting = "kill switch engaged: the plan promotes it only once disengaged"
 		return
 	}
+	if !c.confirmed(d, p, from, to) {
+		return
+	}
 	p.Moved = true
 	_, _, err := c.SetMode(ctx, p.Pod, tandem.ModeChange{Mode: to,
 		Change: planChange(fmt.Sprintf("%s %s -> %s after its soak", p.Pod, from, to))})

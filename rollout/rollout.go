@@ -10,6 +10,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,8 +243,11 @@ func (cfg Config) withDefaults() Config {
 			*d.v = d.def
 		}
 	}
-	if cfg.PlanDefaults == (PlanSettings{}) {
+	if reflect.ValueOf(cfg.PlanDefaults).IsZero() {
 		cfg.PlanDefaults = DefaultPlanSettings
+	}
+	if cfg.PlanDefaults.ConfirmTimeout <= 0 {
+		cfg.PlanDefaults.ConfirmTimeout = DefaultConfirmTimeout
 	}
 	if cfg.PlanDefaults.Parallel <= 0 {
 		cfg.PlanDefaults.Parallel = 1
@@ -277,6 +281,10 @@ type Controller struct {
 	// Fleet runs backfill, audit and resync on a pod's stores. Set it
 	// before Open; nil runs without background transitions.
 	Fleet Fleet
+	// Confirmer calls the plan's confirm webhooks; webhook's Confirmer
+	// implements it. Set it before Open; while it is nil, a plan with
+	// confirm webhooks promotes nothing.
+	Confirmer Confirmer
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -291,6 +299,9 @@ type Controller struct {
 
 	abortMu    sync.Mutex
 	abortMarks map[string]abortMark
+	// confirms are the plan's confirm webhook calls, by pod.
+	confirmMu sync.Mutex
+	confirms  map[string]*confirmRun
 
 	startedAt time.Time
 	ctx       context.Context
@@ -321,7 +332,8 @@ type podTable struct {
 // after it.
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store,
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{}}
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
+		confirms: map[string]*confirmRun{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

@@ -136,6 +136,7 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Get("/admin/killswitch", h.killSwitch)
 		r.Post("/admin/killswitch", h.engage)
 		r.Delete("/admin/killswitch", h.disengage)
+		r.Post("/admin/alerts/killswitch", h.alertKillSwitch)
 		r.Get("/admin/divergences", h.divergences)
 		r.Get("/admin/report", h.report)
 		r.Get("/admin/audit-log", h.auditLog)

@@ -24,6 +24,9 @@ type planStartBody struct {
 	FinalMode  *tandem.Mode `json:"final_mode"`
 	Parallel   *int         `json:"parallel"`
 	Approval   *bool        `json:"approval"`
+	// ConfirmWebhooks replaces the configured ones ([] asks none).
+	ConfirmWebhooks *[]string `json:"confirm_webhooks"`
+	ConfirmTimeout  *string   `json:"confirm_timeout"`
 }
 
 // planPodBody is the body of POST /admin/plan/approve and /skip.
@@ -65,11 +68,15 @@ func (h *planHandler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := tandem.PlanStart{Change: ch, FinalMode: body.FinalMode, Parallel: body.Parallel, Approval: body.Approval}
+	if body.ConfirmWebhooks != nil {
+		st.ConfirmWebhooks = nonNil(*body.ConfirmWebhooks)
+	}
 	for _, d := range []struct {
 		in   *string
 		out  **time.Duration
 		name string
-	}{{body.ShadowSoak, &st.ShadowSoak, "shadow_soak"}, {body.MySQLSoak, &st.MySQLSoak, "mysql_soak"}} {
+	}{{body.ShadowSoak, &st.ShadowSoak, "shadow_soak"}, {body.MySQLSoak, &st.MySQLSoak, "mysql_soak"},
+		{body.ConfirmTimeout, &st.ConfirmTimeout, "confirm_timeout"}} {
 		if d.in == nil {
 			continue
 		}
@@ -182,6 +189,7 @@ func planJSON(st *tandem.Plan) *tandem.Plan {
 	c.Order = nonNil(c.Order)
 	c.Promoted = nonNil(c.Promoted)
 	c.Pods = nonNil(c.Pods)
+	c.Settings.ConfirmWebhooks = nonNil(c.Settings.ConfirmWebhooks)
 	for i := range c.Pods {
 		c.Pods[i].Gates.Checks = nonNil(c.Pods[i].Gates.Checks)
 	}

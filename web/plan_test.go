@@ -46,7 +46,8 @@ func (f *fakePlan) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 }
 
 func (f *fakePlan) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
-	if st.ShadowSoak == nil && st.MySQLSoak == nil && st.FinalMode == nil && st.Parallel == nil && st.Approval == nil {
+	if st.ShadowSoak == nil && st.MySQLSoak == nil && st.FinalMode == nil && st.Parallel == nil && st.Approval == nil &&
+		st.ConfirmWebhooks == nil && st.ConfirmTimeout == nil {
 		return f.answer("StartPlan", st.Change, "running")
 	}
 	return f.answer("StartPlan", st, "running")
@@ -115,6 +116,10 @@ func TestPlanRoutes(t *testing.T) {
 			call: "ApprovePlan", arg: "pod-b", wantPhase: "running"},
 		{name: "StartWithSettings", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","shadow_soak":"5m","parallel":2}`},
 			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ShadowSoak: ptr(5 * time.Minute), Parallel: ptr(2)}, wantPhase: "running"},
+		{name: "StartWithConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","confirm_webhooks":["http://127.0.0.1:9/confirm"],"confirm_timeout":"3s"}`},
+			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ConfirmWebhooks: []string{"http://127.0.0.1:9/confirm"}, ConfirmTimeout: ptr(3 * time.Second)}, wantPhase: "running"},
+		{name: "StartWithoutConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","confirm_webhooks":[]}`},
+			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ConfirmWebhooks: []string{}}, wantPhase: "running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, p := newPlanAdmin(t)
@@ -128,7 +133,8 @@ func TestPlanRoutes(t *testing.T) {
 			}
 			want := map[string]any{"phase": tc.wantPhase, "order": []any{"pod-b", "pod-a"}, "promoted": []any{"pod-b"},
 				"waiting": "soaking pod-b", "driver": "",
-				"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false},
+				"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false,
+					"confirm_webhooks": []any{}, "confirm_timeout": ""},
 				"pods": []any{map[string]any{"pod": "pod-b", "mode": "mysql", "step": "mysql_soak", "soak_until": "2026-11-30T10:30:00Z",
 					"gates": map[string]any{"passing": false, "checks": []any{}}}}}
 			if !reflect.DeepEqual(got, want) {
@@ -140,7 +146,8 @@ func TestPlanRoutes(t *testing.T) {
 		h, _ := newAdmin(t, func(s *web.AdminServer) { s.Plan = idlePlan{} })
 		got := mustJSON(t, do(t, h, req{method: "GET", target: "/admin/plan", token: adminToken}), http.StatusOK)
 		want := map[string]any{"phase": "idle", "order": []any{}, "promoted": []any{}, "pods": []any{}, "driver": "",
-			"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false}}
+			"settings": map[string]any{"shadow_soak": "", "mysql_soak": "", "final_mode": "", "parallel": float64(0), "approval": false,
+				"confirm_webhooks": []any{}, "confirm_timeout": ""}}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
@@ -202,6 +209,8 @@ func TestPlanBadInput(t *testing.T) {
 		{name: "UnknownAction", rq: req{method: "POST", target: "/admin/plan/restart", body: `{"reason":"r"}`}, status: 404, code: tandem.ENOTFOUND},
 		{name: "ApproveWithoutPod", rq: req{method: "POST", target: "/admin/plan/approve", body: `{"reason":"r"}`}, status: 400, code: tandem.EINVALID},
 		{name: "BadSoak", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","shadow_soak":"soon"}`}, status: 400, code: tandem.EINVALID},
+		{name: "BadConfirmTimeout", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","confirm_timeout":"soon"}`}, status: 400, code: tandem.EINVALID},
+		{name: "BadConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","confirm_webhooks":"http://x"}`}, status: 400, code: tandem.EINVALID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, p := newPlanAdmin(t)

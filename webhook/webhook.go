@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,18 +188,32 @@ func (n *Notifier) deliver(url string, body []byte) error {
 func (n *Notifier) post(url string, body []byte) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.Timeout)
 	defer cancel()
+	return post(ctx, n.Client, url, body)
+}
+
+// post sends body to url as JSON and returns nil on a 2xx answer, else an
+// error saying what the receiver answered (with the start of its body,
+// where receivers say why) or why it could not be asked.
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := n.Client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerShown))
+		if text := strings.Join(strings.Fields(string(b)), " "); text != "" {
+			return fmt.Errorf("answered %s: %s", resp.Status, text)
+		}
 		return fmt.Errorf("answered %s", resp.Status)
 	}
 	return nil
 }
+
+// maxAnswerShown is how much of a refusing receiver's body an error shows.
+const maxAnswerShown = 200

@@ -3,11 +3,17 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tandemhq/tandem/web"
 )
 
 // mustPromtool returns promtool's path; the tests that need it fail, never
@@ -122,5 +128,105 @@ tests:
 	cmd := exec.Command(promtool, "test", "rules", path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool test rules: %v\n%s\n(test file:\n%s)", err, out, b.String())
+	}
+}
+
+// TestAlertmanagerSample checks deploy/prometheus/alertmanager.yml against
+// the rules and the admin API: the alerts labelled tandem_killswitch="true"
+// exist, name their pod, and are routed to a webhook at tandem's
+// POST /admin/alerts/killswitch with a bearer token, the on-call too.
+func TestAlertmanagerSample(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy", "prometheus")
+	var am struct {
+		Route struct {
+			Receiver string `yaml:"receiver"`
+			Routes   []struct {
+				Receiver string   `yaml:"receiver"`
+				Matchers []string `yaml:"matchers"`
+				Continue bool     `yaml:"continue"`
+			} `yaml:"routes"`
+		} `yaml:"route"`
+		Receivers []struct {
+			Name           string `yaml:"name"`
+			WebhookConfigs []struct {
+				URL          string `yaml:"url"`
+				SendResolved *bool  `yaml:"send_resolved"`
+				HTTPConfig   struct {
+					Authorization struct {
+						Type            string `yaml:"type"`
+						CredentialsFile string `yaml:"credentials_file"`
+					} `yaml:"authorization"`
+				} `yaml:"http_config"`
+			} `yaml:"webhook_configs"`
+		} `yaml:"receivers"`
+	}
+	mustYAML(t, filepath.Join(dir, "alertmanager.yml"), &am)
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string            `yaml:"alert"`
+				Expr   string            `yaml:"expr"`
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	mustYAML(t, filepath.Join(dir, "alerts.yml"), &rules)
+	killers := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Labels["tandem_killswitch"] != "true" {
+				continue
+			}
+			killers++
+			if !strings.Contains(r.Expr, "by (pod)") {
+				t.Errorf("%s: want an expression by (pod): the receiver engages the pod its pod label names", r.Alert)
+			}
+		}
+	}
+	if killers == 0 {
+		t.Fatal(`no rule in alerts.yml is labelled tandem_killswitch="true"`)
+	}
+	receivers := map[string]bool{}
+	for _, r := range am.Route.Routes {
+		if len(r.Matchers) == 1 && r.Matchers[0] == `tandem_killswitch="true"` {
+			receivers[r.Receiver] = true
+		}
+	}
+	if !receivers["tandem-killswitch"] || !receivers[am.Route.Receiver] {
+		t.Fatalf(`got receivers %v for tandem_killswitch="true", want tandem-killswitch and the on-call %q`, receivers, am.Route.Receiver)
+	}
+	routes := web.Routes((&web.AdminServer{Token: "t"}).Handler())
+	found := false
+	for _, r := range am.Receivers {
+		if r.Name != "tandem-killswitch" {
+			continue
+		}
+		for _, w := range r.WebhookConfigs {
+			found = true
+			u, err := url.Parse(w.URL)
+			if err != nil || !slices.Contains(routes, "POST "+u.Path) || u.Path != "/admin/alerts/killswitch" {
+				t.Errorf("got webhook URL %q, want one at POST /admin/alerts/killswitch", w.URL)
+			}
+			if a := w.HTTPConfig.Authorization; a.Type != "Bearer" || a.CredentialsFile == "" {
+				t.Errorf("got authorization %+v, want a Bearer token from a file", a)
+			}
+			if w.SendResolved == nil || *w.SendResolved {
+				t.Error("want send_resolved: false (a resolved alert changes nothing)")
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no webhook_configs in the tandem-killswitch receiver")
+	}
+}
+
+func mustYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

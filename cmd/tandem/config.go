@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/rollout"
 )
 
 // Config is the YAML configuration of `tandem serve` and `tandem migrate`
@@ -89,6 +91,11 @@ type PlanConfig struct {
 	// Webhooks are URLs notified (JSON POST, Slack-compatible) of plan
 	// steps, pauses, aborts and kill switch changes.
 	Webhooks []string `yaml:"webhooks"`
+	// ConfirmWebhooks are URLs that must answer 2xx to a pod's promotion
+	// (its gate values) before the plan promotes it; ConfirmTimeout bounds
+	// each call.
+	ConfirmWebhooks []string      `yaml:"confirm_webhooks"`
+	ConfirmTimeout  time.Duration `yaml:"confirm_timeout"`
 }
 
 // ShadowConfig bounds the shadow's work.
@@ -131,7 +138,8 @@ func DefaultConfig() Config {
 			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200, AbortWindow: time.Minute,
 			AuditInterval: 5 * time.Minute, GateConsecutivePasses: 3, GateMySQLP99Max: 50 * time.Millisecond,
 			GateMaxP99Factor: 3, GateP99Slack: 25 * time.Millisecond, GateMaxMySQLErrorRate: 0.001,
-			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1},
+			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1,
+				ConfirmTimeout: rollout.DefaultConfirmTimeout},
 		},
 		Shadow: ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
 	}
@@ -285,6 +293,17 @@ func (ro RolloutConfig) validate() error {
 		return bad("rollout.plan.final_mode", "must be mysql or mysql_only, got %q", ro.Plan.FinalMode)
 	case ro.Plan.Parallel < 1 || ro.Plan.Parallel > 100:
 		return bad("rollout.plan.parallel", "must be 1..100, got %d", ro.Plan.Parallel)
+	}
+	if ro.Plan.ConfirmTimeout <= 0 || ro.Plan.ConfirmTimeout > rollout.MaxConfirmTimeout {
+		return bad("rollout.plan.confirm_timeout", "must be > 0 and at most %s, got %s", rollout.MaxConfirmTimeout, ro.Plan.ConfirmTimeout)
+	}
+	if len(ro.Plan.ConfirmWebhooks) > rollout.MaxConfirmWebhooks {
+		return bad("rollout.plan.confirm_webhooks", "at most %d URLs, got %d", rollout.MaxConfirmWebhooks, len(ro.Plan.ConfirmWebhooks))
+	}
+	for _, raw := range ro.Plan.ConfirmWebhooks {
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("rollout.plan.confirm_webhooks", "must be http(s) URLs, got %q", raw)
+		}
 	}
 	for _, u := range ro.Plan.Webhooks {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {

@@ -311,11 +311,13 @@ func (m *Main) openControl(ctx context.Context) error {
 		PlanDefaults: rollout.PlanSettings{
 			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
 			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
+			ConfirmWebhooks: cfg.Rollout.Plan.ConfirmWebhooks, ConfirmTimeout: cfg.Rollout.Plan.ConfirmTimeout,
 		},
 		InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval, LeaseDuration: m.PlanLease,
 		OnError: onError("rollout"), OnChange: m.controlAction(),
 	}, m.control)
 	m.ctl.Comparator = m.cmp
+	m.ctl.Confirmer = &webhook.Confirmer{}
 	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),

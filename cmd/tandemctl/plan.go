@@ -114,6 +114,10 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 		fmt.Fprintf(w, "settings:    shadow soak %s, mysql soak %s, final mode %s, parallel %d, approval %t\n",
 			s.ShadowSoak, s.MySQLSoak, s.FinalMode, s.Parallel, s.Approval)
 	}
+	if len(s.ConfirmWebhooks) > 0 {
+		fmt.Fprintf(w, "confirm:     each promotion waits for a 2xx from %s (within %s each)\n",
+			strings.Join(s.ConfirmWebhooks, ", "), s.ConfirmTimeout)
+	}
 	if st.Waiting != "" {
 		fmt.Fprintf(w, "waiting:     %s\n", st.Waiting)
 	}
