@@ -160,8 +160,8 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The backfill lists Redis's holds, then waits while buyers go on.
-	listed, openList := p.fr.hold("active_holds", "")
+	// The backfill counts Redis's holds, then waits while buyers go on.
+	listed, openList := p.fr.hold("hold_counts", "")
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Backfill(ctx)
