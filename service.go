@@ -158,9 +158,9 @@ type PendingTransition struct {
 	// Copied and Total are the copy's progress as its instance last wrote it.
 	Copied int
 	Total  int
-	// Checkpoint is the copy's last committed shop (0: none): a copy that
-	// starts again resumes after it.
-	Checkpoint int64
+	// Checkpoint is how far the copy had committed (zero: nothing): a copy
+	// that starts again resumes after it.
+	Checkpoint BackfillCheckpoint
 }
 
 // ModeChange asks to move a pod to another mode.

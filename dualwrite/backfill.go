@@ -30,11 +30,11 @@ import (
 // MySQL) and drop one taken since (already copied by the shadow), leaving
 // the catch-up sweep to find them before the pod flips.
 
-// Bulk copy. The copy is cut into batches of about backfillHolds holds
+// Bulk copy. The copy is cut into batches of about BackfillBatch holds
 // from the shops' hold counts (one pipelined count per shop, no hold read
 // up front), each batch one short MySQL transaction of set-based
 // statements (the ledger rows of its shops locked by range, its holds in a
-// multi-row upsert and a multi-row insert of lines), backfillWorkers
+// multi-row upsert and a multi-row insert of lines), BackfillWorkers
 // batches at once on disjoint shops. The batches commit in any order; the
 // checkpoint is the last shop below which every batch has committed, saved
 // as it moves, so that a copy interrupted (its instance killed) starts
@@ -79,12 +79,28 @@ func (p *BackfillProgress) rate(now time.Time) {
 	}
 }
 
-// backfillHolds is about how many holds one batch of shops copies, and
-// backfillWorkers how many batches are copied at once.
+// Defaults of Router.BackfillBatch and BackfillWorkers: a batch of a few
+// thousand holds is two INSERTs and a commit, short enough for the pause of
+// its shops' shadow work to go unnoticed; three at once keep MySQL busy
+// while the next batches are read from Redis.
 const (
-	backfillHolds   = 5000
-	backfillWorkers = 3
+	DefaultBackfillBatch   = 5000
+	DefaultBackfillWorkers = 3
 )
+
+func (r *Router) backfillBatch() int {
+	if r.BackfillBatch > 0 {
+		return r.BackfillBatch
+	}
+	return DefaultBackfillBatch
+}
+
+func (r *Router) backfillWorkers() int {
+	if r.BackfillWorkers > 0 {
+		return r.BackfillWorkers
+	}
+	return DefaultBackfillWorkers
+}
 
 // BackfillProgress returns the running or last backfill, nil when none ran.
 func (r *Router) BackfillProgress() *BackfillProgress {
@@ -245,13 +261,13 @@ type backfillBatch struct {
 	holds int // as counted when the copy was planned
 }
 
-// cutBatches cuts shops (in order) into batches of about backfillHolds
-// holds; a shop with more is a batch of its own.
-func cutBatches(shops []int64, counts map[int64]int) []backfillBatch {
+// cutBatches cuts shops (in order) into batches of about size holds; a
+// shop with more is a batch of its own.
+func cutBatches(shops []int64, counts map[int64]int, size int) []backfillBatch {
 	var batches []backfillBatch
 	for i := 0; i < len(shops); {
 		var b backfillBatch
-		for i < len(shops) && (len(b.shops) == 0 || b.holds+counts[shops[i]] <= backfillHolds) {
+		for i < len(shops) && (len(b.shops) == 0 || b.holds+counts[shops[i]] <= size) {
 			b.shops = append(b.shops, shops[i])
 			b.holds += counts[shops[i]]
 			i++
@@ -290,13 +306,13 @@ func (c *checkpoints) commit(i, n int) (tandem.BackfillCheckpoint, bool) {
 }
 
 // copyShops copies the holds of shops in batches (cutBatches) on
-// backfillWorkers connections at once (disjoint shops: disjoint rows), and
+// BackfillWorkers connections at once (disjoint shops: disjoint rows), and
 // says how many it copied, from.Copied included. With lister, each batch
 // copies its shops' holds as Redis lists them once the batch's shadow work
 // is paused; else byShop's. Every checkpoint reached goes to save.
 func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, counts map[int64]int,
 	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	batches := cutBatches(shops, counts)
+	batches := cutBatches(shops, counts, r.backfillBatch())
 	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
 	for i := range ck.done {
 		ck.done[i] = -1
@@ -312,7 +328,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 	var saveMu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range backfillWorkers {
+	for range r.backfillWorkers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
