@@ -246,6 +246,24 @@ type Transition struct {
 	Copied    int       `json:"copied"`
 	Total     int       `json:"total"`
 	StartedAt time.Time `json:"started_at"`
+	// HoldsPerSec is the copy's rate so far and ETASeconds how long the
+	// rest of it should take at that rate (both 0 until it has copied).
+	HoldsPerSec float64 `json:"holds_per_sec,omitempty"`
+	ETASeconds  float64 `json:"eta_seconds,omitempty"`
+	// Checkpoint is the copy's last committed shop: every shop up to it is
+	// copied, and a copy interrupted (its instance killed) resumes after it.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
+	// Resumed is how many holds an earlier, interrupted run of this copy
+	// had committed when this run started after its checkpoint.
+	Resumed int `json:"resumed,omitempty"`
+}
+
+// BackfillCheckpoint is how far a pod's copy has committed: every shop up
+// to Shop (in shop order) is copied, Copied holds in all. A copy started
+// from a checkpoint copies the shops after it alone.
+type BackfillCheckpoint struct {
+	Shop   int64
+	Copied int
 }
 
 // PlanRecord is the rollout plan as the control database stores it: its
@@ -272,6 +290,9 @@ type PendingTransition struct {
 	// Copied and Total are the copy's progress as its instance last wrote it.
 	Copied int
 	Total  int
+	// Checkpoint is how far the copy had committed (zero: nothing): a copy
+	// that starts again resumes after it.
+	Checkpoint BackfillCheckpoint
 }
 
 // ModeChange asks to move a pod to another mode.

@@ -243,6 +243,16 @@ type ShopLister interface {
 	ShopHolds(ctx context.Context, shops []int64) ([]Reservation, error)
 }
 
+// HoldCounter is a ShopLister that can count the active holds of each of
+// its shops without reading them, so that a copy knows its size and cuts
+// its batches before it reads a single hold.
+type HoldCounter interface {
+	// ShopHoldCounts returns, for every shop the store knows, how many
+	// active holds it has (a count that may be off by the holds starting or
+	// ending meanwhile).
+	ShopHoldCounts(ctx context.Context) (map[int64]int, error)
+}
+
 // Ledger is a pod's inventory ledger, in the pod's MySQL: on_hand per
 // position, the source of truth for physical stock, and the record of
 // claimed carts that makes every claim deduct exactly once whichever store

@@ -11,10 +11,11 @@ import (
 // Statements of the background transitions (conn_tag 'control').
 const (
 	ctlBeginTransitionSQL = "/* conn_tag='control' */ INSERT INTO transitions (pod, to_mode, owner, actor, reason, started_at) VALUES (?, ?, ?, ?, ?, ?) " +
-		"ON DUPLICATE KEY UPDATE to_mode = VALUES(to_mode), owner = VALUES(owner), actor = VALUES(actor), reason = VALUES(reason), started_at = VALUES(started_at), copied = 0, total = 0"
+		"ON DUPLICATE KEY UPDATE to_mode = VALUES(to_mode), owner = VALUES(owner), actor = VALUES(actor), reason = VALUES(reason), started_at = VALUES(started_at), copied = 0, total = 0, checkpoint = 0, checkpoint_copied = 0"
 	ctlClaimTransitionSQL = "/* conn_tag='control' */ UPDATE transitions SET owner = ? WHERE pod = ? AND owner = ?"
-	ctlTransitionsSQL     = "/* conn_tag='control' */ SELECT pod, to_mode, owner, actor, reason, started_at, copied, total FROM transitions ORDER BY pod"
+	ctlTransitionsSQL     = "/* conn_tag='control' */ SELECT pod, to_mode, owner, actor, reason, started_at, copied, total, checkpoint, checkpoint_copied FROM transitions ORDER BY pod"
 	ctlProgressSQL        = "/* conn_tag='control' */ UPDATE transitions SET copied = ?, total = ? WHERE pod = ? AND owner = ?"
+	ctlCheckpointSQL      = "/* conn_tag='control' */ UPDATE transitions SET checkpoint = ?, checkpoint_copied = ?, copied = GREATEST(copied, ?) WHERE pod = ? AND owner = ? AND checkpoint <= ?"
 	ctlEndTransitionSQL   = "/* conn_tag='control' */ DELETE FROM transitions WHERE pod = ?"
 	ctlLockTransitionSQL  = "/* conn_tag='control' */ SELECT owner FROM transitions WHERE pod = ? FOR UPDATE"
 )
@@ -60,7 +61,7 @@ func (s *Store) PendingTransitions(ctx context.Context) ([]tandem.PendingTransit
 	for rows.Next() {
 		var t tandem.PendingTransition
 		var to string
-		if err := rows.Scan(&t.Pod, &to, &t.Owner, &t.Actor, &t.Reason, &t.StartedAt, &t.Copied, &t.Total); err != nil {
+		if err := rows.Scan(&t.Pod, &to, &t.Owner, &t.Actor, &t.Reason, &t.StartedAt, &t.Copied, &t.Total, &t.Checkpoint.Shop, &t.Checkpoint.Copied); err != nil {
 			return nil, translate(fmt.Errorf("scan transition: %w", err))
 		}
 		t.To = tandem.Mode(to)
@@ -76,6 +77,19 @@ func (s *Store) TransitionProgress(ctx context.Context, pod, owner string, copie
 	}
 	if _, err := s.db.ExecContext(ctx, ctlProgressSQL, copied, total, pod, owner); err != nil {
 		return translate(fmt.Errorf("transition progress of %s: %w", pod, err))
+	}
+	return nil
+}
+
+// TransitionCheckpoint records that owner's copy for pod has committed up
+// to at (a checkpoint never goes back): a copy started again resumes
+// after it.
+func (s *Store) TransitionCheckpoint(ctx context.Context, pod, owner string, at tandem.BackfillCheckpoint) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, ctlCheckpointSQL, at.Shop, at.Copied, at.Copied, pod, owner, at.Shop); err != nil {
+		return translate(fmt.Errorf("transition checkpoint of %s: %w", pod, err))
 	}
 	return nil
 }

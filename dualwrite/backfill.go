@@ -30,6 +30,18 @@ import (
 // MySQL) and drop one taken since (already copied by the shadow), leaving
 // the catch-up sweep to find them before the pod flips.
 
+// Bulk copy. The copy is cut into batches of about BackfillBatch holds
+// from the shops' hold counts (one pipelined count per shop, no hold read
+// up front), each batch one short MySQL transaction of set-based
+// statements (the ledger rows of its shops locked by range, its holds in a
+// multi-row upsert and a multi-row insert of lines), BackfillWorkers
+// batches at once on disjoint shops. The batches commit in any order; the
+// checkpoint is the last shop below which every batch has committed, saved
+// as it moves, so that a copy interrupted (its instance killed) starts
+// again after it: the shops it had copied are left as they are, and what
+// changed on them meanwhile is the catch-up's, as for every other change
+// made during the copy.
+
 // BackfillProgress is the state of a backfill, for the pod's transition.
 type BackfillProgress struct {
 	// Phase is "follow" (starting), "copy", "catch_up" or "done".
@@ -37,16 +49,58 @@ type BackfillProgress struct {
 	Copied    int       `json:"copied"`
 	Total     int       `json:"total"`
 	StartedAt time.Time `json:"started_at"`
+	// HoldsPerSec is the copy's rate since its first batch (of this run),
+	// ETASeconds the rest of it at that rate.
+	HoldsPerSec float64 `json:"holds_per_sec"`
+	ETASeconds  float64 `json:"eta_seconds"`
+	// Checkpoint is the last shop below which every batch has committed
+	// (0: none yet); Resumed the holds an interrupted run had committed
+	// when this one started after its checkpoint.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
+	Resumed    int   `json:"resumed,omitempty"`
+	// Batches is how many batches the copy has committed, of BatchesTotal.
+	Batches      int `json:"batches"`
+	BatchesTotal int `json:"batches_total"`
 	// Err is why the last backfill failed, if it did.
 	Err string `json:"error,omitempty"`
+
+	copyStart time.Time
 }
 
-// backfillHolds is about how many holds one batch of shops copies, and
-// backfillWorkers how many batches are copied at once.
+// rate fills HoldsPerSec and ETASeconds at now.
+func (p *BackfillProgress) rate(now time.Time) {
+	if p.copyStart.IsZero() {
+		return
+	}
+	secs := now.Sub(p.copyStart).Seconds()
+	if n := p.Copied - p.Resumed; n > 0 && secs > 0 {
+		p.HoldsPerSec = float64(n) / secs
+		p.ETASeconds = float64(max(p.Total-p.Copied, 0)) / p.HoldsPerSec
+	}
+}
+
+// Defaults of Router.BackfillBatch and BackfillWorkers: a batch of a few
+// thousand holds is two INSERTs and a commit, short enough for the pause of
+// its shops' shadow work to go unnoticed; three at once keep MySQL busy
+// while the next batches are read from Redis.
 const (
-	backfillHolds   = 2000
-	backfillWorkers = 2
+	DefaultBackfillBatch   = 5000
+	DefaultBackfillWorkers = 3
 )
+
+func (r *Router) backfillBatch() int {
+	if r.BackfillBatch > 0 {
+		return r.BackfillBatch
+	}
+	return DefaultBackfillBatch
+}
+
+func (r *Router) backfillWorkers() int {
+	if r.BackfillWorkers > 0 {
+		return r.BackfillWorkers
+	}
+	return DefaultBackfillWorkers
+}
 
 // BackfillProgress returns the running or last backfill, nil when none ran.
 func (r *Router) BackfillProgress() *BackfillProgress {
@@ -56,6 +110,9 @@ func (r *Router) BackfillProgress() *BackfillProgress {
 		return nil
 	}
 	p := *r.backfill
+	if p.Phase == "copy" {
+		p.rate(r.Now())
+	}
 	return &p
 }
 
@@ -72,12 +129,23 @@ func (r *Router) setBackfill(f func(p *BackfillProgress)) {
 // fails) this instance writes MySQL as the pod's shadow. It returns how
 // many holds it copied.
 func (r *Router) Backfill(ctx context.Context) (int, error) {
+	return r.BackfillFrom(ctx, tandem.BackfillCheckpoint{}, nil)
+}
+
+// BackfillFrom is Backfill resumed after from (a checkpoint that save was
+// given by an earlier run, interrupted): the shops up to from.Shop are not
+// copied again. save, when set, is given every checkpoint as the copy
+// commits batches, in order; a save that fails is logged and the copy goes
+// on (the next checkpoint is saved in its place). It returns how many holds
+// it copied, from.Copied included.
+func (r *Router) BackfillFrom(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
 	r.backfillMu.Lock()
 	defer r.backfillMu.Unlock()
 	r.statsMu.Lock()
-	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC()}
+	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC(), Checkpoint: from.Shop,
+		Resumed: from.Copied, Copied: from.Copied}
 	r.statsMu.Unlock()
-	n, err := r.backfillRun(ctx)
+	n, err := r.backfillRun(ctx, from, save)
 	if err != nil {
 		r.followUntil.Store(0)
 		r.setBackfill(func(p *BackfillProgress) { p.Err = err.Error() })
@@ -86,11 +154,12 @@ func (r *Router) Backfill(ctx context.Context) (int, error) {
 	if r.Mode() == tandem.ModeRedis {
 		r.followUntil.Store(r.Now().Add(r.BackfillFollow).UnixNano())
 	}
-	r.setBackfill(func(p *BackfillProgress) { p.Phase = "done" })
+	now := r.Now()
+	r.setBackfill(func(p *BackfillProgress) { p.rate(now); p.Phase, p.ETASeconds = "done", 0 })
 	return n, nil
 }
 
-func (r *Router) backfillRun(ctx context.Context) (int, error) {
+func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
 	src, ok1 := r.Redis.(tandem.Resyncer)
 	dst, ok2 := r.MySQL.(tandem.Resyncer)
 	if !ok1 || !ok2 {
@@ -102,47 +171,38 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 	r.followUntil.Store(math.MaxInt64)
 	r.copying.Store(true)
 	defer r.copying.Store(false)
-	holds, err := src.ActiveHolds(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("backfill: list redis holds: %w", err)
-	}
-	r.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
-	byShop := map[int64][]tandem.Reservation{}
-	for _, h := range holds {
-		byShop[h.ShopID] = append(byShop[h.ShopID], h)
-	}
-	// Every shop the ledger or Redis knows is rebuilt, so that a MySQL left
-	// from an earlier shadow period keeps no stale hold.
-	if r.Ledger != nil {
-		onHand, err := r.Ledger.ListOnHand(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("backfill: ledger: %w", err)
-		}
-		for k := range onHand {
-			if _, ok := byShop[k.ShopID]; !ok {
-				byShop[k.ShopID] = nil
-			}
-		}
-	}
-	shops := make([]int64, 0, len(byShop))
-	for sh := range byShop {
-		shops = append(shops, sh)
-	}
-	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
-
 	part, ok := r.MySQL.(tandem.ShopRebuilder)
 	if !ok {
+		holds, err := src.ActiveHolds(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("backfill: list redis holds: %w", err)
+		}
+		r.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
 		n, err := dst.Rebuild(ctx, holds)
 		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
 		return n, err
 	}
+	counts, byShop, err := r.backfillPlan(ctx, src)
+	if err != nil {
+		return 0, err
+	}
+	var shops []int64
+	total := from.Copied
+	for sh, n := range counts {
+		if sh > from.Shop {
+			shops = append(shops, sh)
+			total += n
+		}
+	}
+	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
 	lister, _ := r.Redis.(tandem.ShopLister)
-	copied, err := r.copyShops(ctx, part, lister, shops, byShop)
+	copied, err := r.copyShops(ctx, part, lister, shops, counts, byShop, from, total, save)
 	if err != nil {
 		return copied, err
 	}
 	// Catch up: what changed in Redis during the copy (operations admitted
-	// before following began, releases and claims racing a batch) is
+	// before following began, releases and claims racing a batch, and on a
+	// resumed copy every change its shops saw while no copy ran) is
 	// converged hold by hold.
 	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
 	for pass := 0; pass < 3; pass++ {
@@ -157,64 +217,157 @@ func (r *Router) backfillRun(ctx context.Context) (int, error) {
 	return copied, nil
 }
 
-// copyShops copies the holds of shops, in batches of about backfillHolds
-// holds (as byShop counts them) copied on backfillWorkers connections at
-// once (disjoint shops: disjoint rows), and says how many it copied. With
-// lister, each batch copies its shops' holds as Redis lists them once the
-// batch's shadow work is paused; else byShop's.
-func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, byShop map[int64][]tandem.Reservation) (int, error) {
-	type batch struct {
-		shops []int64
-		holds []tandem.Reservation
+// backfillPlan returns how many holds each shop to copy has: every shop the
+// ledger or Redis knows, so that a MySQL left from an earlier shadow period
+// keeps no stale hold. Redis counts them when it can (byShop is then nil);
+// else they are listed, and byShop has them.
+func (r *Router) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[int64]int, map[int64][]tandem.Reservation, error) {
+	counts := map[int64]int{}
+	var byShop map[int64][]tandem.Reservation
+	if hc, ok := r.Redis.(tandem.HoldCounter); ok {
+		c, err := hc.ShopHoldCounts(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backfill: count redis holds: %w", err)
+		}
+		counts = c
+	} else {
+		holds, err := src.ActiveHolds(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backfill: list redis holds: %w", err)
+		}
+		byShop = map[int64][]tandem.Reservation{}
+		for _, h := range holds {
+			byShop[h.ShopID] = append(byShop[h.ShopID], h)
+			counts[h.ShopID]++
+		}
 	}
-	var batches []batch
+	if r.Ledger != nil {
+		onHand, err := r.Ledger.ListOnHand(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backfill: ledger: %w", err)
+		}
+		for k := range onHand {
+			if _, ok := counts[k.ShopID]; !ok {
+				counts[k.ShopID] = 0
+			}
+		}
+	}
+	return counts, byShop, nil
+}
+
+// backfillBatch is a run of shops copied in one transaction.
+type backfillBatch struct {
+	shops []int64
+	holds int // as counted when the copy was planned
+}
+
+// cutBatches cuts shops (in order) into batches of about size holds; a
+// shop with more is a batch of its own.
+func cutBatches(shops []int64, counts map[int64]int, size int) []backfillBatch {
+	var batches []backfillBatch
 	for i := 0; i < len(shops); {
-		var b batch
-		for i < len(shops) && (len(b.shops) == 0 || len(b.holds)+len(byShop[shops[i]]) <= backfillHolds) {
+		var b backfillBatch
+		for i < len(shops) && (len(b.shops) == 0 || b.holds+counts[shops[i]] <= size) {
 			b.shops = append(b.shops, shops[i])
-			b.holds = append(b.holds, byShop[shops[i]]...)
+			b.holds += counts[shops[i]]
 			i++
 		}
 		batches = append(batches, b)
 	}
+	return batches
+}
+
+// checkpoints tracks the batches committed, in any order, and the last
+// shop below which all are.
+type checkpoints struct {
+	mu      sync.Mutex
+	batches []backfillBatch
+	done    []int // holds copied per batch, -1 while not committed
+	next    int   // first batch not committed
+	at      tandem.BackfillCheckpoint
+	// savedShop is the last checkpoint given to save.
+	savedShop int64
+}
+
+// commit records batch i's n holds and returns the checkpoint, and
+// whether it moved.
+func (c *checkpoints) commit(i, n int) (tandem.BackfillCheckpoint, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done[i] = n
+	moved := false
+	for c.next < len(c.batches) && c.done[c.next] >= 0 {
+		b := c.batches[c.next]
+		c.at.Shop, c.at.Copied = b.shops[len(b.shops)-1], c.at.Copied+c.done[c.next]
+		c.next++
+		moved = true
+	}
+	return c.at, moved
+}
+
+// copyShops copies the holds of shops in batches (cutBatches) on
+// BackfillWorkers connections at once (disjoint shops: disjoint rows), and
+// says how many it copied, from.Copied included. With lister, each batch
+// copies its shops' holds as Redis lists them once the batch's shadow work
+// is paused; else byShop's. Every checkpoint reached goes to save.
+func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, counts map[int64]int,
+	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
+	batches := cutBatches(shops, counts, r.backfillBatch())
+	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
+	for i := range ck.done {
+		ck.done[i] = -1
+	}
+	now := r.Now()
+	r.setBackfill(func(p *BackfillProgress) {
+		p.Phase, p.Total, p.BatchesTotal, p.copyStart = "copy", total, len(batches), now
+	})
 	var copied atomic.Int64
+	copied.Store(int64(from.Copied))
 	var firstErr error
 	var errOnce sync.Once
-	work := make(chan batch)
+	var saveMu sync.Mutex
+	work := make(chan int)
 	var wg sync.WaitGroup
-	for range backfillWorkers {
+	for range r.backfillWorkers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for b := range work {
-				// The batch's shadow work waits while its shops are
-				// rewritten: the copy then sees a quiet pool (buyers are
-				// served by Redis all along).
-				resume := r.pauseShops(b.shops)
-				holds, err := b.holds, error(nil)
-				if lister != nil {
-					holds, err = lister.ShopHolds(ctx, b.shops)
-				}
-				if err == nil {
-					_, err = part.RebuildShops(ctx, b.shops, holds)
-				}
-				resume()
+			for i := range work {
+				b := batches[i]
+				n, err := r.copyBatch(ctx, part, lister, b, byShop)
 				if err != nil {
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
 					})
 					continue
 				}
-				n := int(copied.Add(int64(len(holds))))
-				r.setBackfill(func(p *BackfillProgress) { p.Copied = n })
+				c := int(copied.Add(int64(n)))
+				at, moved := ck.commit(i, n)
+				r.setBackfill(func(p *BackfillProgress) {
+					p.Copied, p.Batches = c, p.Batches+1
+					if moved {
+						p.Checkpoint = at.Shop
+					}
+				})
+				if moved && save != nil {
+					saveMu.Lock()
+					if at.Shop >= ck.saved() {
+						if err := save(ctx, at); err != nil {
+							r.Logger.Warnw("could not save the backfill's checkpoint; the copy goes on", "pod", r.Pod, "shop", at.Shop, "error", err)
+						} else {
+							ck.setSaved(at.Shop)
+						}
+					}
+					saveMu.Unlock()
+				}
 			}
 		}()
 	}
-	for _, b := range batches {
-		if ctx.Err() != nil {
+	for i := range batches {
+		if ctx.Err() != nil || firstErr != nil {
 			break
 		}
-		work <- b
+		work <- i
 	}
 	close(work)
 	wg.Wait()
@@ -222,6 +375,41 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
 	}
 	return int(copied.Load()), firstErr
+}
+
+// copyBatch copies one batch and returns how many holds it wrote. The
+// batch's shadow work waits while its shops are rewritten: the copy then
+// sees a quiet pool (buyers are served by Redis all along).
+func (r *Router) copyBatch(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, b backfillBatch, byShop map[int64][]tandem.Reservation) (int, error) {
+	resume := r.pauseShops(b.shops)
+	defer resume()
+	var holds []tandem.Reservation
+	if lister != nil {
+		var err error
+		if holds, err = lister.ShopHolds(ctx, b.shops); err != nil {
+			return 0, err
+		}
+	} else {
+		for _, sh := range b.shops {
+			holds = append(holds, byShop[sh]...)
+		}
+	}
+	if _, err := part.RebuildShops(ctx, b.shops, holds); err != nil {
+		return 0, err
+	}
+	return len(holds), nil
+}
+
+func (c *checkpoints) saved() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.savedShop
+}
+
+func (c *checkpoints) setSaved(shop int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.savedShop = shop
 }
 
 // pauseShops makes the shadow work of shops wait (waitShop) until the

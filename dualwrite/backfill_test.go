@@ -160,8 +160,8 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The backfill lists Redis's holds, then waits while buyers go on.
-	listed, openList := p.fr.hold("active_holds", "")
+	// The backfill counts Redis's holds, then waits while buyers go on.
+	listed, openList := p.fr.hold("hold_counts", "")
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Backfill(ctx)
@@ -196,4 +196,199 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 	}
 	p.modes.set(tandem.ModeShadow)
 	p.mustConverge(t)
+}
+
+// legacyHolds writes, straight into p's Redis as a legacy pod has them,
+// perShop holds on each of shops shops: carts of one to three lines over
+// three items and two groups, of quantities 1 to 3. Every position gets
+// on_hand enough for them and for buyers.
+func legacyHolds(t *testing.T, p *pod, shops, perShop int) []tandem.Reservation {
+	t.Helper()
+	for shop := int64(1); shop <= int64(shops); shop++ {
+		for item := int64(1); item <= 3; item++ {
+			for group := int64(1); group <= 2; group++ {
+				if _, err := p.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: item, GroupID: group}, int64(6*perShop)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	exp := p.clock.Now().Add(time.Hour)
+	var holds []tandem.Reservation
+	for shop := int64(1); shop <= int64(shops); shop++ {
+		for c := range perShop {
+			h := tandem.Reservation{ShopID: shop, CartToken: fmt.Sprintf("legacy-%d", c), Status: tandem.StatusReserved,
+				ExpiresAt: exp.Add(time.Duration(c) * time.Millisecond)}
+			for l := range 1 + c%3 {
+				h.Lines = append(h.Lines, tandem.Line{ItemID: int64(1 + l), Quantity: int64(1 + (c+l)%3), GroupID: int64(1 + (c/3+l)%2)})
+			}
+			holds = append(holds, h)
+		}
+	}
+	if _, err := p.redis.Rebuild(ctx, holds); err != nil {
+		t.Fatal(err)
+	}
+	return holds
+}
+
+// mysqlHolds returns MySQL's holds of the given tokens, by shop/token.
+func mysqlHolds(t *testing.T, p *pod, want []tandem.Reservation) map[string]string {
+	t.Helper()
+	keep := map[string]bool{}
+	for _, h := range want {
+		keep[fmt.Sprintf("%d/%s", h.ShopID, h.CartToken)] = true
+	}
+	list, err := p.mysql.ActiveHolds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, h := range list {
+		if k := fmt.Sprintf("%d/%s", h.ShopID, h.CartToken); keep[k] {
+			out[k] = fmt.Sprintf("%v until %s", h.Lines, h.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return out
+}
+
+// The bulk copy (batches of set-based statements, several at once) ends
+// where the per-hold copy ends: a pod copied in bulk while buyers reserve,
+// claim and release on the same positions, and a pod whose MySQL is filled
+// by the sweep converging each cart from Redis one by one, hold the same
+// legacy holds in MySQL with the same lines, groups and expiry; the bulk
+// pod's stores agree hold by hold with each other and with the ledger once
+// in shadow, and MySQL's invariants hold.
+func TestBackfill_BulkEqualsPerHold(t *testing.T) {
+	const shops, perShop = 30, 100 // 3,000 legacy holds
+	bulk := mustOpenPod(t, tandem.ModeRedis)
+	bulk.Router.BackfillBatch = 250 // a dozen batches, three at once
+	holds := legacyHolds(t, bulk, shops, perShop)
+
+	var stop atomic.Bool
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for b := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; !stop.Load(); n++ {
+				shop := int64(1 + (b*7+n*13)%shops)
+				token := fmt.Sprintf("buyer-%d-%d", b, n)
+				if _, err := bulk.Reserve(ctx, cart(token, shop, one(1+int64(n%2), 1, 1, 2), one(3, 1, 2))); err != nil {
+					errs.Add(1)
+					t.Errorf("buyer %s: %v", token, err)
+					continue
+				}
+				var err error
+				switch n % 3 {
+				case 0:
+					_, err = bulk.Claim(ctx, shop, token)
+				case 1:
+					_, err = bulk.Release(ctx, shop, token)
+				} // else the hold stays, to be copied
+				if err != nil {
+					errs.Add(1)
+					t.Errorf("buyer %s: %v", token, err)
+				}
+			}
+		}()
+	}
+	n, err := bulk.Backfill(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk.modes.set(tandem.ModeShadow)
+	stop.Store(true)
+	wg.Wait()
+	if n < len(holds) {
+		t.Errorf("bulk copy: got %d holds copied, want at least the %d legacy ones", n, len(holds))
+	}
+	bulk.Wait()
+	bulk.mustConverge(t)
+	if v, err := bulk.mysql.CheckInvariants(ctx); err != nil || len(v) != 0 {
+		t.Errorf("mysql invariants after the bulk copy: got %v %v, want none violated", v, err)
+	}
+
+	perHold := mustOpenPod(t, tandem.ModeRedis)
+	legacyHolds(t, perHold, shops, perShop)
+	perHold.modes.set(tandem.ModeShadow)
+	// The per-hold copy: the sweep converges each cart from Redis, one by
+	// one, into a MySQL that has none.
+	for pass := 0; ; pass++ {
+		rep, err := perHold.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Carts == 0 {
+			break
+		}
+		if pass == 5 {
+			t.Fatalf("per-hold copy: %+v after %d passes", rep, pass)
+		}
+	}
+	perHold.mustConverge(t)
+
+	a, b := mysqlHolds(t, bulk, holds), mysqlHolds(t, perHold, holds)
+	if len(a) != len(holds) || len(b) != len(holds) {
+		t.Fatalf("legacy holds in MySQL: got %d in bulk, %d per hold, want %d each", len(a), len(b), len(holds))
+	}
+	for k, v := range b {
+		if a[k] != v {
+			t.Errorf("hold %s: bulk %s, per hold %s", k, a[k], v)
+		}
+	}
+}
+
+// A pod of real size: 200,000 legacy holds copied in bulk, then the stores
+// agree hold by hold and with the ledger, and MySQL's invariants hold. It
+// checks what the copy leaves, not how long it takes (`tandem bench
+// backfill` measures that).
+func TestBackfill_200kHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200,000 holds: run without -short")
+	}
+	const shops, perShop = 200, 1000
+	p := mustOpenPod(t, tandem.ModeRedis)
+	exp := p.clock.Now().Add(time.Hour)
+	holds := make([]tandem.Reservation, 0, shops*perShop)
+	for shop := int64(1); shop <= shops; shop++ {
+		if _, err := p.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, perShop+10); err != nil {
+			t.Fatal(err)
+		}
+		for c := range perShop {
+			holds = append(holds, tandem.Reservation{ShopID: shop, CartToken: fmt.Sprintf("legacy-%d", c), Status: tandem.StatusReserved,
+				ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}})
+		}
+	}
+	start := time.Now()
+	if _, err := p.redis.Rebuild(ctx, holds); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("redis written in %s", time.Since(start))
+	start = time.Now()
+	n, err := p.Backfill(ctx)
+	t.Logf("copied in %s", time.Since(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(holds) {
+		t.Errorf("copied %d holds, want %d", n, len(holds))
+	}
+	if pr := p.BackfillProgress(); pr.Phase != "done" || pr.Copied != n || pr.Total != len(holds) || pr.Batches != pr.BatchesTotal || pr.Checkpoint != shops {
+		t.Errorf("progress: got %+v, want done with %d of %d copied, every batch, checkpoint at shop %d", pr, n, len(holds), shops)
+	}
+	p.modes.set(tandem.ModeShadow)
+	start = time.Now()
+	cctx, cancel := context.WithTimeout(ctx, convergeWithin)
+	defer cancel()
+	if _, err := p.Converged(cctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compared in %s", time.Since(start))
+	if v, err := p.mysql.CheckInvariants(ctx); err != nil || len(v) != 0 {
+		t.Errorf("mysql invariants: got %v %v, want none violated", v, err)
+	}
+	if v, err := p.redis.CheckInvariants(ctx); err != nil || len(v) != 0 {
+		t.Errorf("redis invariants: got %v %v, want none violated", v, err)
+	}
 }

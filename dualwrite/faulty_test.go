@@ -230,6 +230,15 @@ func (f redisFaulty) ShopHolds(ctx context.Context, shops []int64) ([]tandem.Res
 	return f.inner.(tandem.ShopLister).ShopHolds(ctx, shops)
 }
 
+func (f redisFaulty) ShopHoldCounts(ctx context.Context) (map[int64]int, error) {
+	// Held (hold("hold_counts", "")) after the read, as ActiveHolds.
+	counts, err := f.inner.(tandem.HoldCounter).ShopHoldCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return do(f.faulty, ctx, "hold_counts", "", func(context.Context) (map[int64]int, error) { return counts, nil })
+}
+
 func (f *faulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
 	return f.inner.(tandem.Recounter).Recount(ctx, k)
 }

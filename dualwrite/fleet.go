@@ -56,6 +56,23 @@ func (f *Fleet) Backfill(ctx context.Context, pod string) error {
 	return err
 }
 
+// BackfillFrom is Backfill resumed after a checkpoint of an interrupted
+// copy, every new checkpoint given to save (see Router.BackfillFrom).
+// Returns EUNKNOWNPOD.
+func (f *Fleet) BackfillFrom(ctx context.Context, pod string, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) error {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return err
+	}
+	if f.BeforeBackfill != nil {
+		if err := f.BeforeBackfill(ctx, pod); err != nil {
+			return err
+		}
+	}
+	_, err = r.BackfillFrom(ctx, from, save)
+	return err
+}
+
 // BackfillProgress returns pod's running or last backfill on this
 // instance (Step, Copied, Total, StartedAt); nil when none ran or the pod
 // is unknown.
@@ -68,7 +85,8 @@ func (f *Fleet) BackfillProgress(pod string) *tandem.Transition {
 	if p == nil {
 		return nil
 	}
-	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt}
+	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt,
+		HoldsPerSec: p.HoldsPerSec, ETASeconds: p.ETASeconds, Checkpoint: p.Checkpoint, Resumed: p.Resumed}
 }
 
 // Audit compares pod's stores with its ledger (see Router.Audit).

@@ -74,6 +74,12 @@ type Router struct {
 	// Backfill keeps writing MySQL as its shadow, waiting for the switch to
 	// shadow (default 10s); past it, MySQL drifts and the audit says so.
 	BackfillFollow time.Duration
+	// BackfillBatch is about how many holds one batch of the backfill
+	// copies in one transaction (default DefaultBackfillBatch), and
+	// BackfillWorkers how many batches run at once (default
+	// DefaultBackfillWorkers).
+	BackfillBatch   int
+	BackfillWorkers int
 	// AuditSettle is how long the drift audit waits before it re-checks a
 	// position that disagreed, so holds in flight are not reported (default
 	// 4 x ShadowTimeout).

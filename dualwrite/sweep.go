@@ -86,13 +86,24 @@ func (r *Router) diffCarts(ctx context.Context, mode tandem.Mode) (*Diff, error)
 	d := &Diff{Mode: mode}
 	if shadow := r.store(mode.Shadow()); shadow != nil {
 		sot := r.store(mode.SourceOfTruth())
+		// The two listings run side by side (neither is an atomic view
+		// of its store, and the comparison allows for holds in flight
+		// either way): a pod's sweep takes the longer of the two, not
+		// their sum.
+		var b map[cartKey][]tandem.Line
+		var errB error
+		listed := make(chan struct{})
+		go func() {
+			defer close(listed)
+			b, errB = activeHolds(ctx, shadow)
+		}()
 		a, err := activeHolds(ctx, sot)
+		<-listed
 		if err != nil {
 			return nil, err
 		}
-		b, err := activeHolds(ctx, shadow)
-		if err != nil {
-			return nil, err
+		if errB != nil {
+			return nil, errB
 		}
 		d.Holds = len(a)
 		for ck, la := range a {

@@ -17,13 +17,13 @@ const (
 	rebuildDropLinesSQL   = "/* conn_tag='rebuild' */ DELETE l FROM reservation_lines l JOIN reservations r ON r.shop_id = l.shop_id AND r.cart_token = l.cart_token WHERE r.status = 'reserved' AND %s"
 	rebuildDropActiveSQL  = "/* conn_tag='rebuild' */ DELETE FROM reservations WHERE status = 'reserved' AND %s"
 	rebuildDropCartLines  = "/* conn_tag='rebuild' */ DELETE FROM reservation_lines WHERE shop_id = ? AND cart_token IN (%s)"
-	rebuildDropCartsSQL   = "/* conn_tag='rebuild' */ DELETE FROM reservations WHERE shop_id = ? AND cart_token IN (%s)"
 	rebuildDropPoolSQL    = "/* conn_tag='rebuild' */ DELETE FROM unit_pool WHERE %s"
 	rebuildResetSQL       = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = on_hand, updated_at = ? WHERE %s"
 	rebuildHoldSQL        = "/* conn_tag='rebuild' */ UPDATE ledger SET unpooled = unpooled - ? WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ?"
 	rebuildNewPositionSQL = "/* conn_tag='rebuild' */ INSERT INTO ledger (shop_id, inventory_item_id, inventory_group_id, on_hand, unpooled, next_unit_id, updated_at) VALUES (?, ?, ?, 0, ?, 1, ?)"
 	rebuildHeadersSQL     = "/* conn_tag='rebuild' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES "
 	rebuildHeaderValues   = "(?, ?, 'reserved', '', ?, ?, ?)"
+	rebuildHeadersUpsert  = " ON DUPLICATE KEY UPDATE status = 'reserved', fingerprint = '', expires_at = VALUES(expires_at), created_at = VALUES(created_at), updated_at = VALUES(updated_at)"
 	rebuildLinesSQL       = "/* conn_tag='rebuild' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
 	rebuildPositionsSQL   = "/* conn_tag='rebuild' */ SELECT shop_id, inventory_item_id, inventory_group_id FROM ledger WHERE unpooled > 0 AND %s"
 )
@@ -363,46 +363,33 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 }
 
 // A rebuild writes its holds in INSERTs of at most rebuildBatch holds and
-// about rebuildBatchLines lines (well under the 65,535 placeholders of one
-// statement).
+// about rebuildBatchLines lines (under the 65,535 placeholders of one
+// statement: 5 per hold, 6 per line): a backfill batch of a few thousand
+// holds is then two statements.
 const (
-	rebuildBatch      = 1000
-	rebuildBatchLines = 4000
+	rebuildBatch      = 5000
+	rebuildBatchLines = 10000
 )
 
 // insertHolds writes backfilled holds, replacing any reservation of the
-// same carts.
+// same carts. The headers go first, in one multi-row upsert: a cart this
+// store knew (a terminal reservation, or a hold that raced the rebuild) is
+// overwritten in place. Only when the upsert says some cart existed are
+// the lines of the batch's carts deleted (per shop, through the primary
+// key, so that only those rows are locked) before the lines are inserted:
+// a backfill into a MySQL that never saw these carts writes two
+// statements per batch and no more.
 func insertHolds(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, now time.Time) error {
 	if len(holds) == 0 {
 		return nil
 	}
 	var hb, lb strings.Builder
+	hb.Grow(len(rebuildHeadersSQL) + len(holds)*(len(rebuildHeaderValues)+2) + len(rebuildHeadersUpsert))
 	hb.WriteString(rebuildHeadersSQL)
 	lb.WriteString(rebuildLinesSQL)
-	var hargs, largs []any
+	hargs := make([]any, 0, 5*len(holds))
+	largs := make([]any, 0, 6*len(holds))
 	nl := 0
-	// The carts being written replace any reservation of the same token
-	// (a terminal one): deleted per shop through the primary key, so that
-	// only those rows are locked.
-	byShop := map[int64][]any{}
-	var shops []int64
-	for _, h := range holds {
-		if byShop[h.ShopID] == nil {
-			shops = append(shops, h.ShopID)
-		}
-		byShop[h.ShopID] = append(byShop[h.ShopID], h.CartToken)
-	}
-	for _, shop := range shops {
-		tokens := byShop[shop]
-		marks := strings.TrimSuffix(strings.Repeat("?, ", len(tokens)), ", ")
-		args := append([]any{shop}, tokens...)
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildDropCartLines, marks), args...); err != nil {
-			return fmt.Errorf("rebuild: drop replaced lines: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildDropCartsSQL, marks), args...); err != nil {
-			return fmt.Errorf("rebuild: drop replaced reservations: %w", err)
-		}
-	}
 	for i, h := range holds {
 		if i > 0 {
 			hb.WriteString(", ")
@@ -418,11 +405,42 @@ func insertHolds(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, no
 			nl++
 		}
 	}
-	if _, err := tx.ExecContext(ctx, hb.String(), hargs...); err != nil {
+	hb.WriteString(rebuildHeadersUpsert)
+	res, err := tx.ExecContext(ctx, hb.String(), hargs...)
+	if err != nil {
 		return fmt.Errorf("rebuild: insert holds: %w", err)
+	}
+	// An upsert counts 1 per row inserted, 2 per row updated, 0 per row
+	// left as it was: any other count than one per hold means some cart
+	// existed.
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(holds)) {
+		if err := dropReplacedLines(ctx, tx, holds); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, lb.String(), largs...); err != nil {
 		return fmt.Errorf("rebuild: insert hold lines: %w", err)
+	}
+	return nil
+}
+
+// dropReplacedLines deletes the lines of the holds' carts, per shop.
+func dropReplacedLines(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation) error {
+	byShop := map[int64][]any{}
+	var shops []int64
+	for _, h := range holds {
+		if byShop[h.ShopID] == nil {
+			shops = append(shops, h.ShopID)
+		}
+		byShop[h.ShopID] = append(byShop[h.ShopID], h.CartToken)
+	}
+	for _, shop := range shops {
+		tokens := byShop[shop]
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(tokens)), ", ")
+		args := append([]any{shop}, tokens...)
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildDropCartLines, marks), args...); err != nil {
+			return fmt.Errorf("rebuild: drop replaced lines: %w", err)
+		}
 	}
 	return nil
 }

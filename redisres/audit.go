@@ -392,6 +392,44 @@ func (s *Store) shopHolds(ctx context.Context, shops []int64) (res []tandem.Rese
 	return res, nil
 }
 
+var _ tandem.HoldCounter = (*Store)(nil)
+
+// ShopHoldCounts implements tandem.HoldCounter: the size of every shop's
+// expiry set (ZCARD), listBatch shops per round trip. It counts, as
+// ActiveHolds lists, the carts past their expiry that the reaper has not
+// returned yet.
+func (s *Store) ShopHoldCounts(ctx context.Context) (res map[int64]int, err error) {
+	defer s.observe("hold_counts", time.Now(), &err)
+	shops, err := s.shops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res = make(map[int64]int, len(shops))
+	for lo := 0; lo < len(shops); lo += listBatch {
+		start := time.Now()
+		batch := shops[lo:min(lo+listBatch, len(shops))]
+		cmds := make([]*redis.IntCmd, len(batch))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, shop := range batch {
+				cmds[i] = p.ZCard(ctx, s.expiryKey(shop))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, translate("count holds", err)
+		}
+		for i, shop := range batch {
+			res[shop] = int(cmds[i].Val())
+		}
+		if lo+listBatch < len(shops) {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate("count holds", err)
+			}
+		}
+	}
+	return res, nil
+}
+
 // shopCart names a cart of a shop.
 type shopCart struct {
 	shop  int64

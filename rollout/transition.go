@@ -19,10 +19,24 @@ import (
 // remoteTimeout bounds the read of the other instances' transitions.
 const remoteTimeout = 300 * time.Millisecond
 
+// resumableFleet is a Fleet whose copy resumes after a checkpoint and
+// tells each new one (dualwrite.Fleet).
+type resumableFleet interface {
+	BackfillFrom(ctx context.Context, pod string, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) error
+}
+
+// checkpointStore is a Store that keeps a copy's checkpoint with its
+// transition (controldb.Store).
+type checkpointStore interface {
+	TransitionCheckpoint(ctx context.Context, pod, owner string, at tandem.BackfillCheckpoint) error
+}
+
 // transitionRun is a background transition running on this instance.
 type transitionRun struct {
-	pod       string
-	to        tandem.Mode
+	pod string
+	to  tandem.Mode
+	// from is the checkpoint of an interrupted copy that this run resumes.
+	from      tandem.BackfillCheckpoint
 	ch        tandem.Change
 	startedAt time.Time
 	cancel    context.CancelFunc
@@ -46,6 +60,7 @@ func (c *Controller) transition(pod string) *tandem.Transition {
 	if c.Fleet != nil {
 		if p := c.Fleet.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
 			t.Step, t.Copied, t.Total = p.Step, p.Copied, p.Total
+			t.HoldsPerSec, t.ETASeconds, t.Checkpoint, t.Resumed = p.HoldsPerSec, p.ETASeconds, p.Checkpoint, p.Resumed
 		}
 	}
 	return t
@@ -70,7 +85,7 @@ func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStat
 		for i := range sts {
 			if sts[i].Pod == pt.Pod && sts[i].Transition == nil && sts[i].Mode == tandem.ModeRedis {
 				sts[i].Transition = &tandem.Transition{To: pt.To, Phase: tandem.TransitionBackfill,
-					Copied: pt.Copied, Total: pt.Total, StartedAt: pt.StartedAt}
+					Copied: pt.Copied, Total: pt.Total, StartedAt: pt.StartedAt, Checkpoint: pt.Checkpoint.Shop}
 			}
 		}
 	}
@@ -150,7 +165,7 @@ func (c *Controller) remoteCopy(ctx context.Context, pod string) (*tandem.PodSta
 // startTransitionLocked runs pt in the background; c.trMu must be held.
 func (c *Controller) startTransitionLocked(pt tandem.PendingTransition) *transitionRun {
 	ctx, cancel := context.WithCancel(c.ctx)
-	run := &transitionRun{pod: pt.Pod, to: pt.To, ch: tandem.Change{Actor: pt.Actor, Reason: pt.Reason},
+	run := &transitionRun{pod: pt.Pod, to: pt.To, from: pt.Checkpoint, ch: tandem.Change{Actor: pt.Actor, Reason: pt.Reason},
 		startedAt: pt.StartedAt, cancel: cancel, done: make(chan struct{})}
 	c.transitions[pt.Pod] = run
 	c.wg.Add(1)
@@ -176,9 +191,12 @@ func (c *Controller) runTransition(ctx context.Context, run *transitionRun) {
 	}()
 	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillStart, Pod: pod,
 		Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
+	if run.from.Shop > 0 {
+		e.After = fmt.Sprintf("backfilling MySQL, resumed after shop %d with %d holds copied", run.from.Shop, run.from.Copied)
+	}
 	c.changed(e)
 	copied := make(chan error, 1)
-	go func() { copied <- c.Fleet.Backfill(ctx, pod) }()
+	go func() { copied <- c.backfill(ctx, run) }()
 	tick := time.NewTicker(c.ProgressInterval)
 	defer tick.Stop()
 	var err error
@@ -195,7 +213,7 @@ wait:
 				}
 				cancel()
 				c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillProgress, Pod: pod,
-					Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: fmt.Sprintf("%s: copied %d of %d", t.Step, t.Copied, t.Total)})
+					Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: progressText(t)})
 			}
 		}
 	}
@@ -233,6 +251,35 @@ wait:
 	if err := c.Reload(sctx); err != nil {
 		c.report(err)
 	}
+}
+
+// backfill runs run's copy: resumed after its checkpoint, each new one
+// recorded with the transition, when the fleet and the store can.
+func (c *Controller) backfill(ctx context.Context, run *transitionRun) error {
+	rf, ok1 := c.Fleet.(resumableFleet)
+	cs, ok2 := c.Store.(checkpointStore)
+	if !ok1 || !ok2 {
+		return c.Fleet.Backfill(ctx, run.pod)
+	}
+	save := func(ctx context.Context, at tandem.BackfillCheckpoint) error {
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		defer cancel()
+		return cs.TransitionCheckpoint(sctx, run.pod, c.InstanceID, at)
+	}
+	return rf.BackfillFrom(ctx, run.pod, run.from, save)
+}
+
+// progressText is a running copy's progress in the control log: its step,
+// holds copied, rate and time left, and where an interrupted run resumed.
+func progressText(t *tandem.Transition) string {
+	s := fmt.Sprintf("%s: copied %d of %d", t.Step, t.Copied, t.Total)
+	if t.HoldsPerSec > 0 {
+		s += fmt.Sprintf(", %.0f holds/s, about %s left", t.HoldsPerSec, (time.Duration(t.ETASeconds * float64(time.Second))).Round(time.Second))
+	}
+	if t.Resumed > 0 {
+		s += fmt.Sprintf(" (resumed after shop %d with %d copied)", t.Checkpoint, t.Resumed)
+	}
+	return s
 }
 
 // cancelTransition cancels pod's running transition, here or on another

@@ -24,7 +24,7 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs := newFlagSet("tandem bench backfill")
 	holds := fs.Int("holds", 50000, "active holds to copy")
 	shops := fs.Int("shops", 200, "shops the holds are spread over (one position each)")
-	rate := fs.Int("rate", 400, "buyer operations per second (a reserve then its release) during the run")
+	rate := fs.Int("rate", 400, "buyer operations per second (a reserve then its release) during the run; 0 for a quiet pod")
 	warmup := fs.Duration("warmup", 2*time.Second, "buyers' measurement before the copy")
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "MySQL server (a scratch database is created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis server (a scratch key prefix is used and deleted)")
@@ -32,8 +32,8 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := parseArgs(fs, args, benchBackfillSynopsis, benchBackfillSummary, stdout); err != nil {
 		return err
 	}
-	if *holds < 1 || *shops < 1 || *rate < 1 || *warmup <= 0 {
-		fmt.Fprintln(stderr, "--holds, --shops, --rate and --warmup must be positive")
+	if *holds < 1 || *shops < 1 || *rate < 0 || *warmup <= 0 {
+		fmt.Fprintln(stderr, "--holds, --shops and --warmup must be positive, --rate at least 0")
 		return errUsage
 	}
 	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, "")}

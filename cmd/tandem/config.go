@@ -28,6 +28,7 @@ type Config struct {
 	Reservation ReservationConfig `yaml:"reservation"`
 	Rollout     RolloutConfig     `yaml:"rollout"`
 	Shadow      ShadowConfig      `yaml:"shadow"`
+	Backfill    BackfillConfig    `yaml:"backfill"`
 	Pods        []PodConfig       `yaml:"pods"`
 	// MetricsListen, when set, serves /metrics alone, without a token, on
 	// its own address (for a scraper on a private network).
@@ -104,6 +105,14 @@ type ShadowConfig struct {
 	MaxInflight int           `yaml:"max_inflight"`
 }
 
+// BackfillConfig sizes the bulk copy a pod runs before it enters shadow.
+type BackfillConfig struct {
+	// BatchHolds is about how many holds one transaction copies.
+	BatchHolds int `yaml:"batch_holds"`
+	// Workers is how many batches are copied at once.
+	Workers int `yaml:"workers"`
+}
+
 // PodConfig is one pod: its shops and its own MySQL and Redis.
 type PodConfig struct {
 	Name              string   `yaml:"name"`
@@ -141,7 +150,8 @@ func DefaultConfig() Config {
 			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1,
 				ConfirmTimeout: rollout.DefaultConfirmTimeout},
 		},
-		Shadow: ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
+		Shadow:   ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
+		Backfill: BackfillConfig{BatchHolds: 5000, Workers: 3},
 	}
 }
 
@@ -256,6 +266,12 @@ func (c *Config) validateLimits() error {
 	}
 	if c.Shadow.MaxInflight < 1 || c.Shadow.MaxInflight > 100000 {
 		return bad("shadow.max_inflight", "must be 1..100000, got %d", c.Shadow.MaxInflight)
+	}
+	if c.Backfill.BatchHolds < 1 || c.Backfill.BatchHolds > 100000 {
+		return bad("backfill.batch_holds", "must be 1..100000, got %d", c.Backfill.BatchHolds)
+	}
+	if c.Backfill.Workers < 1 || c.Backfill.Workers > 16 {
+		return bad("backfill.workers", "must be 1..16, got %d", c.Backfill.Workers)
 	}
 	return nil
 }

@@ -420,6 +420,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.router.Recorder = m.cmp
 	p.router.ShadowTimeout = cfg.Shadow.Timeout
 	p.router.MaxInflight = cfg.Shadow.MaxInflight
+	p.router.BackfillBatch, p.router.BackfillWorkers = cfg.Backfill.BatchHolds, cfg.Backfill.Workers
 	p.router.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.router.Dirty = p.mysql
 	p.router.Observer = newConvergeObserver(reg)

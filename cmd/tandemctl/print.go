@@ -76,6 +76,12 @@ func transitionProgress(t tandem.Transition) string {
 	if t.Total > 0 {
 		s += fmt.Sprintf(" (%d%%)", t.Copied*100/t.Total)
 	}
+	if t.HoldsPerSec > 0 {
+		s += fmt.Sprintf(", %.0f holds/s, about %s left", t.HoldsPerSec, (time.Duration(t.ETASeconds * float64(time.Second))).Round(time.Second))
+	}
+	if t.Resumed > 0 {
+		s += fmt.Sprintf(", resumed after shop %d with %d copied", t.Checkpoint, t.Resumed)
+	}
 	return s + ", started " + when(t.StartedAt) + "; the mode applies when it is done"
 }
 

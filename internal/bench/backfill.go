@@ -66,9 +66,13 @@ func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) e
 	}
 	fmt.Fprintf(w, "backfill of %d holds over %d shops: %.2fs, %.0f holds/s (list %.2fs, write %.2fs, catch-up %.2fs)\n",
 		res.Holds, res.Shops, res.CopySeconds, res.HoldsPerSec, res.ListSeconds, res.WriteSeconds, res.CatchUpSecs)
-	fmt.Fprintf(w, "buyers at %d/s: before p50 %.2f ms p99 %.2f ms (%d ops); during p50 %.2f ms p99 %.2f ms (%d ops); p99 ratio %.2fx; %d errors\n",
-		res.BuyerRate, res.BeforeP50MS, res.BeforeP99MS, res.BeforeOps, res.DuringP50MS, res.DuringP99MS, res.DuringOps,
-		res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
+	if res.BuyerRate == 0 {
+		fmt.Fprintln(w, "no buyers (a quiet pod)")
+	} else {
+		fmt.Fprintf(w, "buyers at %d/s: before p50 %.2f ms p99 %.2f ms (%d ops); during p50 %.2f ms p99 %.2f ms (%d ops); p99 ratio %.2fx; %d errors\n",
+			res.BuyerRate, res.BeforeP50MS, res.BeforeP99MS, res.BeforeOps, res.DuringP50MS, res.DuringP99MS, res.DuringOps,
+			res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
+	}
 	if !res.Converged {
 		fmt.Fprintf(w, "stores did not converge: %s\n", res.ConvergeError)
 	} else {
@@ -161,6 +165,9 @@ type backfillBuyers struct {
 
 func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, shops int) {
 	l.stop = make(chan struct{})
+	if rate == 0 {
+		return // a quiet pod
+	}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	l.wg.Add(1)
 	go func() {
@@ -216,7 +223,9 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	}
 	l := &backfillBuyers{}
 	l.run(ctx, s.router, b.Rate, b.Shops)
-	time.Sleep(b.Warmup)
+	if b.Rate > 0 {
+		time.Sleep(b.Warmup)
+	}
 	l.phase.Store(1)
 	start := time.Now()
 	var mu sync.Mutex

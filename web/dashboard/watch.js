@@ -38,6 +38,9 @@ window.TandemWatch = (function () {
     return el("div", { class: "transition", "data-field": "transition" },
       el("strong", { text: "Moving to " + (t.to || "–") + ": " }),
       (t.phase || "") + (total ? " · " + num(copied) + " of " + num(total) + (share !== null ? " (" + share.toFixed(0) + "%)" : "") : "") +
+        (typeof t.holds_per_sec === "number" && t.holds_per_sec > 0 ? " · " + num(Math.round(t.holds_per_sec)) + " holds/s" : "") +
+        (typeof t.eta_seconds === "number" && t.holds_per_sec > 0 ? " · about " + Math.round(t.eta_seconds) + " s left" : "") +
+        (typeof t.resumed === "number" && t.resumed > 0 ? " · resumed after shop " + t.checkpoint : "") +
         (t.started_at ? " · since " + when(t.started_at) : ""),
       total ? el("progress", { max: String(total), value: String(copied), "aria-label": "Backfill progress" }) : null);
   }
