@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/tandemhq/tandem"
@@ -216,4 +217,41 @@ func TestExplain_SoldOutBurstIsContention(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExplain_NeverReservedNamesItsCause: a release whose shadow answers
+// "never reserved" says which earlier difference of the cart explains it
+// (its reserve's shadow work, still being converged). (A claim of it is
+// settled from the ledger's claim record instead.)
+func TestExplain_NeverReservedNamesItsCause(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeMySQL)
+	k := tandem.Key{ShopID: 47, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 10); err != nil {
+		t.Fatal(err)
+	}
+	// Redis's reserve and the convergence's place run out of
+	// shadow.timeout without landing: the cart stays dirty.
+	p.fr.set("reserve", 2*time.Second, false)
+	p.fr.set("place", 2*time.Second, false)
+	if _, err := p.Reserve(ctx, cart("a", 47, one(1, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Release(ctx, 47, "a"); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	var rel *tandem.Comparison
+	for _, c := range p.rec.snapshot() {
+		if c.Op == tandem.OpRelease && c.CartToken == "a" {
+			rel = &c
+		}
+	}
+	if rel == nil {
+		t.Fatal("no comparison of the release")
+	}
+	if rel.Shadow.Status != tandem.ENOTFOUND || !strings.Contains(rel.Shadow.Message, "follows this cart's earlier difference") {
+		t.Errorf("release's shadow: got %s %q, want not_found naming the cart's earlier difference", rel.Shadow.Status, rel.Shadow.Message)
+	}
+	p.fr.heal()
+	p.mustConverge(t)
 }
