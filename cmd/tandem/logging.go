@@ -40,7 +40,7 @@ func parseLogLevel(s string) (zapcore.Level, error) {
 	case "error":
 		return zapcore.ErrorLevel, nil
 	}
-	return zapcore.InfoLevel, fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q: %w", s, errUsage)
+	return zapcore.InfoLevel, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", s)
 }
 
 // redisLogger sends go-redis's own messages (pool and reconnect notes)

@@ -129,6 +129,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := parseArgs(fs, args, serveSynopsis, serveSummary, m.Stdout); err != nil {
 		return err
 	}
+	// Flags are checked before the config is read, so that a mistyped
+	// flag is named as such rather than hidden behind a config error.
+	if _, err := parseLogLevel(*level); err != nil {
+		return &usageError{msg: "serve: " + err.Error(), command: "tandem serve", synopsis: serveSynopsis}
+	}
+	if *format != "" && *format != "json" && *format != "console" {
+		return &usageError{msg: fmt.Sprintf("serve: --log-format must be json or console, got %q", *format), command: "tandem serve", synopsis: serveSynopsis}
+	}
 	for flagName, addr := range map[string]string{"--listen": *listen, "--admin-listen": *adminListen} {
 		if _, _, err := net.SplitHostPort(addr); addr != "" && err != nil {
 			return &usageError{msg: fmt.Sprintf("serve: %s: want host:port, got %q", flagName, addr), command: "tandem serve", synopsis: serveSynopsis}
@@ -158,14 +166,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if *adminListen != "" {
 		m.Config.AdminListen, m.adminListenFlag = *adminListen, *adminListen
 	}
-	if _, err := parseLogLevel(*level); err != nil {
-		return err
-	}
 	m.LogLevel = *level
 	if *format != "" {
-		if *format != "json" && *format != "console" {
-			return &usageError{msg: "serve: --log-format must be json or console", command: "tandem serve", synopsis: serveSynopsis}
-		}
 		m.LogFormat = *format
 	}
 	return nil

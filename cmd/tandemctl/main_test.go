@@ -452,3 +452,27 @@ func TestHelp(t *testing.T) {
 		})
 	}
 }
+
+// TestLogFilters checks that log --pod and --action keep only the entries
+// asked for, from a page as large as the API gives.
+func TestLogFilters(t *testing.T) {
+	api := newFakeAPI(t, 200, `{"entries":[`+
+		`{"at":"2026-11-30T10:03:00Z","actor":"bob","action":"set_mode","pod":"pod-a","reason":"r3","before":"redis","after":"shadow"},`+
+		`{"at":"2026-11-30T10:02:00Z","actor":"auto","action":"killswitch_engage","pod":"pod-b","reason":"r2","before":"disengaged","after":"engaged"},`+
+		`{"at":"2026-11-30T10:01:00Z","actor":"bob","action":"killswitch_engage","pod":"pod-a","reason":"r1","before":"disengaged","after":"engaged"}]}`)
+	code, stdout, stderr := run(t, envFor(api.URL), "log", "--pod", "pod-a", "--action", "killswitch_engage")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	if !strings.Contains(stdout, "r1") || strings.Contains(stdout, "r2") || strings.Contains(stdout, "r3") {
+		t.Errorf("got %q, want only the entry r1", stdout)
+	}
+	if got := api.requests()[0].Query; got != "limit=1000" {
+		t.Errorf("got query %q, want limit=1000", got)
+	}
+	code, stdout, _ = run(t, envFor(api.URL), "--json", "log", "--pod", "pod-a", "--limit", "1")
+	var ans struct{ Entries []map[string]any }
+	if err := json.Unmarshal([]byte(stdout), &ans); code != 0 || err != nil || len(ans.Entries) != 1 || ans.Entries[0]["reason"] != "r3" {
+		t.Errorf("got exit %d, %q (%v); want the one newest entry of pod-a", code, stdout, err)
+	}
+}
