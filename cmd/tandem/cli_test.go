@@ -163,3 +163,21 @@ func TestServeListenFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateNamesTheAddress checks that a server that cannot be reached is
+// named by its address, with the reason, not "connection failed".
+func TestMigrateNamesTheAddress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tandem.yaml")
+	cfg := "control:\n  mysql_dsn: \"root:secret@tcp(127.0.0.1:1)/tandem_control\"\npods:\n  - name: a\n    shops: [1]\n" +
+		"    mysql_dsn: \"root@tcp(127.0.0.1:1)/tandem_a\"\n    redis_addr: 127.0.0.1:6379\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runArgs(t, "migrate", "--config", path)
+	if want := "mysql at 127.0.0.1:1 is unavailable: connection refused"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("got exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	if strings.Contains(stderr, "secret") {
+		t.Errorf("got %q, which shows the password", stderr)
+	}
+}

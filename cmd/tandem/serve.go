@@ -276,10 +276,10 @@ func (m *Main) openControl(ctx context.Context) error {
 	cfg := m.Config
 	m.control = controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN})
 	if err := m.control.Migrate(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	if err := m.control.Open(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	m.closers = append(m.closers, m.control.Close)
 	m.ctlRedis = newRedisClient(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster, cfg.Control.RedisDB)
@@ -396,10 +396,10 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.mysql.Logger = m.Logger.With(zap.String("pod", pc.Name))
 	p.mysql.Registerer = reg
 	if err := p.mysql.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("mysql migrate: %w", err)
+		return nil, fmt.Errorf("migrate: %w", atMySQL(pc.MySQLDSN, err))
 	}
 	if err := p.mysql.Open(ctx); err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, atMySQL(pc.MySQLDSN, err)
 	}
 	m.closers = append(m.closers, p.mysql.Close)
 	p.rdb = newRedisClient(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster, pc.RedisDB)
@@ -652,13 +652,13 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // MySQL; it is idempotent.
 func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	fmt.Fprintln(stdout, "migrated control database")
 	for _, p := range cfg.Pods {
 		s := mysqlres.NewStore(p.MySQLDSN)
 		if err := s.Migrate(ctx); err != nil {
-			return fmt.Errorf("pod %s: %w", p.Name, err)
+			return fmt.Errorf("pod %s: %w", p.Name, atMySQL(p.MySQLDSN, err))
 		}
 		s.Close()
 		fmt.Fprintf(stdout, "migrated pod %s\n", p.Name)
