@@ -322,6 +322,10 @@ func (m *Main) openControl(ctx context.Context) error {
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
 		OnChange: m.controlAction(),
+		OnIdle: func(pods []string, ch tandem.Change) {
+			m.Logger.Info("kill switch not engaged: nothing to disengage", zap.Strings("pods", pods),
+				zap.String("actor", ch.Actor), zap.String("reason", ch.Reason))
+		},
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
