@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tandemhq/tandem/internal/testenv"
 )
 
 func runArgs(t *testing.T, args ...string) (int, string, string) {
@@ -179,5 +182,28 @@ func TestMigrateNamesTheAddress(t *testing.T) {
 	}
 	if strings.Contains(stderr, "secret") {
 		t.Errorf("got %q, which shows the password", stderr)
+	}
+}
+
+// TestServeInterruptedWhileStarting: Ctrl-C before serve has started is a
+// stop asked for: exit 0 (make run then ends cleanly), not an error about
+// a canceled request.
+func TestServeInterruptedWhileStarting(t *testing.T) {
+	testenv.RequireIntegration(t)
+	path := filepath.Join(t.TempDir(), "tandem.yaml")
+	_, prefix := testenv.MustRedis(t)
+	cfg := fmt.Sprintf("control:\n  mysql_dsn: %q\n  redis_addr: %s\n  redis_prefix: %q\npods:\n  - name: a\n    shops: [1]\n"+
+		"    mysql_dsn: %q\n    redis_addr: %s\n    redis_prefix: %q\n",
+		testenv.MustCreateDatabase(t), testenv.RedisAddr(), prefix+"control:", testenv.MustCreateDatabase(t), testenv.RedisAddr(), prefix+"a:")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TANDEM_ADMIN_TOKEN", "tok")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ctrl-C before anything started
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"serve", "--config", path, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, &stdout, &stderr)
+	if code != 0 {
+		t.Errorf("got exit %d (%s), want 0", code, stderr.String())
 	}
 }

@@ -629,6 +629,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if err := m.Run(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while starting is a stop asked for, not a failure
+			// (make run then exits 0 too); what was started is closed.
+			fmt.Fprintln(stderr, "tandem: interrupted while starting; stopped")
+			return nil
+		}
 		return err
 	}
 	<-ctx.Done()

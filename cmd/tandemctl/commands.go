@@ -32,8 +32,8 @@ var commands = []*command{
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
 	{name: "audit", usage: "audit POD [--reason R] [--fail-on-drift]",
 		summary: "run a pod's drift audit now", setup: auditCmd},
-	{name: "resync", usage: "resync POD --from mysql --reason R",
-		summary: "rebuild a pod's Redis from MySQL", setup: resyncCmd},
+	{name: "resync", usage: "resync POD --from mysql --reason R [--yes]",
+		summary: "rebuild a pod's Redis from MySQL (asks on a terminal unless --yes)", setup: resyncCmd},
 	{name: "log", usage: "log [--pod P] [--action A] [--limit N]",
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "instances", usage: "instances",
@@ -297,6 +297,7 @@ type resyncRequest struct {
 func resyncCmd(fs *flag.FlagSet) runFunc {
 	reason := fs.String("reason", "", "why (required; written to the audit log)")
 	from := fs.String("from", "", "the store to rebuild from (required; only mysql)")
+	yes := fs.Bool("yes", false, "do not ask for confirmation on a terminal")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 1 {
 			return usagef("resync takes one POD, got %d arguments", len(args))
@@ -306,6 +307,9 @@ func resyncCmd(fs *flag.FlagSet) runFunc {
 		}
 		if *reason == "" {
 			return usagef("--reason is required")
+		}
+		if err := guardResync(ctx, c, args[0], *yes); err != nil {
+			return err
 		}
 		var ans struct {
 			Pod           string `json:"pod"`
@@ -443,4 +447,26 @@ func parsePods(s string) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// guardResync warns when the pod took traffic in its recent window (a
+// rebuild of Redis races what buyers do meanwhile) and, on a terminal
+// without --yes, asks before the rebuild. Elsewhere (a script) it warns
+// and goes on.
+func guardResync(ctx context.Context, c *client, pod string, yes bool) error {
+	var st tandem.PodStatus
+	if err := c.api.Call(ctx, http.MethodGet, podPath(pod, ""), nil, nil, &st); err != nil {
+		return err
+	}
+	if st.Abort != nil && st.Abort.Comparisons > 0 {
+		fmt.Fprintf(c.stderr, "warning: %s took traffic in the last %s (%d dual-written requests); a resync under traffic rewrites Redis while buyers change it\n",
+			pod, st.Abort.Window, st.Abort.Comparisons)
+	}
+	if yes || c.confirm == nil {
+		return nil
+	}
+	if !c.confirm(fmt.Sprintf("Rebuild %s's Redis (mode %s) from MySQL?", pod, st.Mode)) {
+		return &apiError{Code: "not_confirmed", Message: "resync of " + pod + " not confirmed; nothing changed"}
+	}
+	return nil
 }

@@ -58,6 +58,10 @@ type Main struct {
 	Stderr io.Writer
 	// HTTPClient makes the requests; it must have a timeout.
 	HTTPClient *http.Client
+	// Stdin answers confirmations; Interactive reports whether a person
+	// sits at it (a terminal), the only case in which tandemctl asks.
+	Stdin       io.Reader
+	Interactive func() bool
 	// OSUser and Hostname name the actor when neither --actor nor $USER
 	// does (the OS account, then the machine); nil or "" skips them.
 	OSUser   func() string
@@ -68,9 +72,13 @@ type Main struct {
 // with an HTTP client that gives up after DefaultTimeout.
 func NewMain() *Main {
 	return &Main{
-		Env:        os.Getenv,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
+		Env:    os.Getenv,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Stdin:  os.Stdin,
+		Interactive: func() bool {
+			return isTerminal(os.Stdin) && isTerminal(os.Stderr)
+		},
 		HTTPClient: &http.Client{Timeout: DefaultTimeout},
 		OSUser: func() string {
 			u, err := user.Current()
@@ -221,6 +229,9 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 	if c.json {
 		c.api.Raw = c.printRaw
+	}
+	if m.Interactive != nil && m.Stdin != nil && m.Interactive() {
+		c.confirm = func(question string) bool { return confirm(m.Stdin, m.Stderr, question) }
 	}
 
 	return m.finish(cmd, run(ctx, c, pos))

@@ -120,6 +120,7 @@ func TestCommands(t *testing.T) {
 		wantBody   map[string]any // nil: no body
 		wantOut    []string       // substrings of stdout
 		wantErr    []string       // substrings of stderr
+		wantReqs   int            // requests made (0: one); the last is checked
 	}{
 		{name: "PodsTable", args: []string{"pods"}, status: 200, answer: podsAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods",
@@ -216,6 +217,7 @@ func TestCommands(t *testing.T) {
 			wantOut: []string{"DRIFT in 1 positions", "LEDGER_ON_HAND", "50", "48", "-"}},
 		{name: "Resync", args: []string{"resync", "pod-a", "--from", "mysql", "--reason", "leave mysql_only"}, status: 200,
 			answer:     `{"pod":"pod-a","keys_rewritten":42}`,
+			wantReqs:   2, // GET the pod (its recent traffic), then POST
 			wantMethod: "POST", wantPath: "/admin/pods/pod-a/resync", wantBody: map[string]any{"reason": "leave mysql_only", "from": "mysql"},
 			wantOut: []string{"pod-a: Redis rebuilt from mysql, 42 keys rewritten"}},
 		{name: "Log", args: []string{"log", "--limit", "10"}, status: 200,
@@ -239,10 +241,10 @@ func TestCommands(t *testing.T) {
 				t.Errorf("got exit code %d, want %d (stderr %q)", code, tt.wantCode, stderr)
 			}
 			reqs := api.requests()
-			if len(reqs) != 1 {
-				t.Fatalf("got %d requests, want 1", len(reqs))
+			if want := max(tt.wantReqs, 1); len(reqs) != want {
+				t.Fatalf("got %d requests, want %d", len(reqs), want)
 			}
-			r := reqs[0]
+			r := reqs[len(reqs)-1]
 			if r.Method != tt.wantMethod || r.Path != tt.wantPath || r.Query != tt.wantQuery {
 				t.Errorf("got %s %s?%s, want %s %s?%s", r.Method, r.Path, r.Query, tt.wantMethod, tt.wantPath, tt.wantQuery)
 			}
