@@ -102,7 +102,19 @@ type op struct {
 // operations and for the cart's previous operation. A shadow job runs its
 // store call after the SoT's answer, then its convergence (a read of each
 // store and a change, each under ShadowTimeout).
-func (r *Router) fenceWait() time.Duration { return 4*r.ShadowTimeout + 500*time.Millisecond }
+func (r *Router) fenceWait() time.Duration { return FenceWait(r.ShadowTimeout) }
+
+// The fence's bound is FenceShadowTimeouts x shadow.timeout + FenceSlack
+// (the alert TandemFenceTimeouts quotes it; a test holds the two equal).
+const (
+	FenceShadowTimeouts = 4
+	FenceSlack          = 500 * time.Millisecond
+)
+
+// FenceWait is the fence's bound for a shadow timeout.
+func FenceWait(shadowTimeout time.Duration) time.Duration {
+	return FenceShadowTimeouts*shadowTimeout + FenceSlack
+}
 
 // FenceTimeouts returns how many waits of an admission ran out of time and
 // let a request through before the operations it should follow were done.

@@ -112,6 +112,9 @@ type Config struct {
 	// instance makes, one entry per pod (who, why, before, after); nil
 	// ignores them.
 	OnChange func(tandem.AuditLogEntry)
+	// OnIdle is told about the pods a disengagement named that were not
+	// engaged (nothing changed for them); nil ignores them.
+	OnIdle func(pods []string, ch tandem.Change)
 }
 
 // Switch is one instance's view of the kill switch. Make one with New;
@@ -370,21 +373,32 @@ func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*
 	}
 	now := s.cfg.Now().UTC()
 	var refused []tandem.Refusal
-	var entries []tandem.AuditLogEntry
+	var entries, told []tandem.AuditLogEntry
+	held := s.state.Load().pods
 	for _, pod := range pods {
 		if s.cfg.Modes != nil && s.cfg.Modes.Mode(pod) == tandem.ModeMySQLOnly {
 			refused = append(refused, tandem.Refusal{Pod: pod, Reason: RefusedMySQLOnly})
 			continue
 		}
-		entries = append(entries, tandem.AuditLogEntry{
+		e := tandem.AuditLogEntry{
 			At: now, Actor: ch.Actor, Action: ActionEngage, Pod: pod, Reason: ch.Reason,
-			Before: s.label(pod), After: "engaged",
-		})
+			Before: "disengaged", After: "engaged",
+		}
+		// Every pod asked for is written, even one this instance sees
+		// engaged (its view may be a poll old): the records keep a pod's
+		// first engagement. What is told says so, with the first reason.
+		entries = append(entries, e)
+		if first, ok := held[pod]; ok {
+			e.Before = "engaged"
+			e.Reason = AlreadyEngaged(first, ch.Reason)
+		}
+		told = append(told, e)
 	}
 	if len(entries) > 0 {
 		if err := s.apply(ctx, entries, nil); err != nil {
 			return nil, err
 		}
+		s.tell(told)
 	}
 	st := s.State()
 	st.Refused = refused
@@ -403,28 +417,45 @@ func (s *Switch) Disengage(ctx context.Context, pods []string, ch tandem.Change)
 	}
 	now := s.cfg.Now().UTC()
 	entries := make([]tandem.AuditLogEntry, 0, len(pods))
+	var idle []string
 	for _, pod := range pods {
+		// A pod that is not engaged has nothing to disengage: no write,
+		// no audit entry "disengaged -> disengaged"; OnIdle says so.
+		if !s.Engaged(pod) {
+			idle = append(idle, pod)
+			continue
+		}
 		entries = append(entries, tandem.AuditLogEntry{
 			At: now, Actor: ch.Actor, Action: ActionDisengage, Pod: pod, Reason: ch.Reason,
-			Before: s.label(pod), After: "disengaged",
+			Before: "engaged", After: "disengaged",
 		})
 	}
-	if err := s.apply(ctx, nil, entries); err != nil {
-		return nil, err
+	if len(entries) > 0 {
+		if err := s.apply(ctx, nil, entries); err != nil {
+			return nil, err
+		}
+		s.tell(entries)
+	}
+	if len(idle) > 0 && s.cfg.OnIdle != nil {
+		s.cfg.OnIdle(idle, ch)
 	}
 	st := s.State()
 	return &st, nil
 }
 
-func (s *Switch) label(pod string) string {
-	if s.Engaged(pod) {
-		return "engaged"
+// AlreadyEngaged is the reason told for a kill of a pod that is already
+// engaged: the engagement keeps first, its time, actor and reason.
+func AlreadyEngaged(first tandem.AuditLogEntry, asked string) string {
+	r := fmt.Sprintf("already engaged since %s by %s (%q); asked again: %s",
+		first.At.UTC().Format(time.RFC3339), first.Actor, first.Reason, asked)
+	if rs := []rune(r); len(rs) > 2*MaxReasonLen {
+		r = string(rs[:2*MaxReasonLen])
 	}
-	return "disengaged"
+	return r
 }
 
-// apply writes the change to the records and applies it here at once,
-// then records it in the audit log in the background. Engaging succeeds
+// apply writes the change to the records and applies it here at once;
+// tell then records it in the audit log in the background. Engaging succeeds
 // when either record takes it (the other gets it written back when it
 // answers); disengaging needs both cleared, the control MySQL first.
 func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogEntry) error {
@@ -438,17 +469,17 @@ func (s *Switch) apply(ctx context.Context, engage, disengage []tandem.AuditLogE
 		err = s.disengageLocked(ctx, disengage)
 	}
 	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	all := append(engage, disengage...)
+	return err
+}
+
+// tell passes the changes made to OnChange and the audit log.
+func (s *Switch) tell(entries []tandem.AuditLogEntry) {
 	if s.cfg.OnChange != nil {
-		for _, e := range all {
+		for _, e := range entries {
 			s.cfg.OnChange(e)
 		}
 	}
-	s.record(all)
-	return nil
+	s.record(entries)
 }
 
 func (s *Switch) engageLocked(ctx context.Context, entries []tandem.AuditLogEntry) error {

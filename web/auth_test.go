@@ -94,9 +94,15 @@ func TestMetricsHandler(t *testing.T) {
 	}
 }
 
-// TestAdminAccessLog: one info line per admin request with method, route,
-// status, duration, actor and role; never the token.
+// TestAdminAccessLog: one info line per admin change or refusal with
+// method, route, status, duration, actor and role, a debug line per read
+// answered; never the token.
 func TestAdminAccessLog(t *testing.T) {
+	core, all := observer.New(zapcore.DebugLevel)
+	do(t, mustAdminFor(t, core), req{method: "GET", target: "/admin/pods", token: adminToken})
+	if reads := all.FilterMessage("request").All(); len(reads) != 1 || reads[0].Level != zapcore.DebugLevel {
+		t.Fatalf("got %v, want one debug line for a read", reads)
+	}
 	core, logs := observer.New(zapcore.InfoLevel)
 	h, _ := newAdmin(t, withViewer, func(s *web.AdminServer) { s.Logger = zap.New(core) })
 	do(t, h, req{method: "POST", target: "/admin/killswitch", body: `{"reason":"r","actor":"dana"}`, token: adminToken})
@@ -128,4 +134,10 @@ func TestAdminAccessLog(t *testing.T) {
 			}
 		}
 	}
+}
+
+func mustAdminFor(t *testing.T, core zapcore.Core) http.Handler {
+	t.Helper()
+	h, _ := newAdmin(t, withViewer, func(s *web.AdminServer) { s.Logger = zap.New(core) })
+	return h
 }

@@ -99,9 +99,10 @@ func accessFrom(ctx context.Context) *accessInfo {
 }
 
 // instrument records the latency of every request by route pattern and
-// status. It writes the admin API's access log at info level (method,
-// route, status, duration, actor and role) and the checkout API's at debug
-// level; never with the headers, which may hold tokens.
+// status. It writes the admin API's access log (method, route, status,
+// duration, actor and role) at info level for changes and refusals and
+// debug level for reads answered 2xx or 3xx, and the checkout API's at debug level; never with the headers,
+// which may hold tokens.
 func instrument(api string, m *Metrics, logger *zap.Logger) func(http.Handler) http.Handler {
 	level := zapcore.DebugLevel
 	if api == "admin" {
@@ -134,7 +135,13 @@ func instrument(api string, m *Metrics, logger *zap.Logger) func(http.Handler) h
 				}
 				d := time.Since(start)
 				durations.observer(r.Method, route, status).Observe(d.Seconds())
-				ce := logger.Check(level, "request")
+				// Reads are the dashboard's and the watchers' polling:
+				// debug, unless refused or failed; a change is info.
+				lvl := level
+				if status < 400 && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions) {
+					lvl = zapcore.DebugLevel
+				}
+				ce := logger.Check(lvl, "request")
 				if ce == nil {
 					return
 				}

@@ -13,6 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	main "github.com/tandemhq/tandem/cmd/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/web"
 )
 
@@ -228,5 +230,43 @@ func mustYAML(t *testing.T, path string, v any) {
 	}
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestFenceAlertQuotesTheCode: the alert TandemFenceTimeouts tells the
+// on-call engineer the fence's bound; it must be the one the router uses.
+func TestFenceAlertQuotesTheCode(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	def := main.DefaultConfig().Shadow.Timeout
+	want := fmt.Sprintf("(%d x shadow.timeout + %s, %s at the default %s)", dualwrite.FenceShadowTimeouts, dualwrite.FenceSlack,
+		dualwrite.FenceWait(def), def)
+	found := false
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "TandemFenceTimeouts" {
+				continue
+			}
+			found = true
+			if !strings.Contains(r.Annotations["description"], want) {
+				t.Errorf("got description %q, want it to quote the fence %q", r.Annotations["description"], want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("got no alert TandemFenceTimeouts in alerts.yml")
 	}
 }

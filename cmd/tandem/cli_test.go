@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tandemhq/tandem/internal/testenv"
 )
 
 func runArgs(t *testing.T, args ...string) (int, string, string) {
@@ -62,6 +65,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "extra"}, `tandem: serve: unexpected argument "extra"`},
 		{[]string{"serve", "--listen", "nowhere"}, `tandem: serve: --listen: want host:port, got "nowhere"`},
 		{[]string{"serve", "--admin-listen", "nowhere"}, `tandem: serve: --admin-listen: want host:port, got "nowhere"`},
+		{[]string{"serve", "--log-level", "loud"}, "tandem: serve: --log-level must be debug, info, warn or error, got \"loud\"\nusage: tandem serve"},
+		{[]string{"serve", "--config", "/nonexistent.yaml", "--log-format", "xml"}, `tandem: serve: --log-format must be json or console, got "xml"`},
 		{[]string{"migrate"}, "tandem: migrate: --config is required\nusage: tandem migrate --config FILE"},
 		{[]string{"bench"}, "tandem: bench: want engine, http, backfill or report"},
 		{[]string{"bench", "disk"}, `tandem: bench: unknown benchmark "disk"`},
@@ -81,8 +86,8 @@ func TestUsageErrors(t *testing.T) {
 			if !strings.Contains(stderr, tt.want) {
 				t.Errorf("got stderr %q, want it to contain %q", stderr, tt.want)
 			}
-			if strings.Count(stderr, "usage:") > 1 {
-				t.Errorf("got the usage more than once:\n%s", stderr)
+			if n := strings.Count(stderr, "\n"); n > 3 || !strings.Contains(stderr, "--help") {
+				t.Errorf("got %d lines, want at most 3 with a pointer to --help:\n%s", n, stderr)
 			}
 		})
 	}
@@ -159,5 +164,46 @@ func TestServeListenFlags(t *testing.T) {
 					m.Config.Listen, m.Config.AdminListen, m.Demo, tt.wantListen, tt.wantAdmin, tt.wantDemo)
 			}
 		})
+	}
+}
+
+// TestMigrateNamesTheAddress checks that a server that cannot be reached is
+// named by its address, with the reason, not "connection failed".
+func TestMigrateNamesTheAddress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tandem.yaml")
+	cfg := "control:\n  mysql_dsn: \"root:secret@tcp(127.0.0.1:1)/tandem_control\"\npods:\n  - name: a\n    shops: [1]\n" +
+		"    mysql_dsn: \"root@tcp(127.0.0.1:1)/tandem_a\"\n    redis_addr: 127.0.0.1:6379\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runArgs(t, "migrate", "--config", path)
+	if want := "mysql at 127.0.0.1:1 is unavailable: connection refused"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("got exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	if strings.Contains(stderr, "secret") {
+		t.Errorf("got %q, which shows the password", stderr)
+	}
+}
+
+// TestServeInterruptedWhileStarting: Ctrl-C before serve has started is a
+// stop asked for: exit 0 (make run then ends cleanly), not an error about
+// a canceled request.
+func TestServeInterruptedWhileStarting(t *testing.T) {
+	testenv.RequireIntegration(t)
+	path := filepath.Join(t.TempDir(), "tandem.yaml")
+	_, prefix := testenv.MustRedis(t)
+	cfg := fmt.Sprintf("control:\n  mysql_dsn: %q\n  redis_addr: %s\n  redis_prefix: %q\npods:\n  - name: a\n    shops: [1]\n"+
+		"    mysql_dsn: %q\n    redis_addr: %s\n    redis_prefix: %q\n",
+		testenv.MustCreateDatabase(t), testenv.RedisAddr(), prefix+"control:", testenv.MustCreateDatabase(t), testenv.RedisAddr(), prefix+"a:")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TANDEM_ADMIN_TOKEN", "tok")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ctrl-C before anything started
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"serve", "--config", path, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, &stdout, &stderr)
+	if code != 0 {
+		t.Errorf("got exit %d (%s), want 0", code, stderr.String())
 	}
 }

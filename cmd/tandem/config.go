@@ -194,6 +194,10 @@ func ParseConfig(r io.Reader) (Config, error) {
 		return Config{}, yamlSyntaxError(err)
 	}
 	if err := cfg.Validate(); err != nil {
+		var ce *configError
+		if errors.As(err, &ce) && ce.line == 0 {
+			ce.line = lineOf(&doc, ce.path)
+		}
 		return Config{}, err
 	}
 	return cfg, nil
@@ -215,9 +219,14 @@ func (c *Config) Validate() error {
 	return c.validatePods()
 }
 
-// bad names a wrong key of the config.
+// bad names a wrong key of the config; ParseConfig adds its line.
 func bad(key, format string, args ...any) error {
-	return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	return &configError{path: key, msg: fmt.Sprintf(format, args...)}
+}
+
+// missing says that a required key is absent or empty, and what it wants.
+func missing(key, what string) error {
+	return &configError{path: key, msg: "missing: " + what}
 }
 
 // validateControl checks the listeners and the control plane.
@@ -232,7 +241,10 @@ func (c *Config) validateControl() error {
 			return bad("metrics_listen", "want host:port or nothing, got %q", c.MetricsListen)
 		}
 	}
-	if _, err := mysql.ParseDSN(c.Control.MySQLDSN); err != nil || c.Control.MySQLDSN == "" {
+	if c.Control.MySQLDSN == "" {
+		return missing("control.mysql_dsn", "the control database's MySQL DSN (user@tcp(host:port)/db)")
+	}
+	if _, err := mysql.ParseDSN(c.Control.MySQLDSN); err != nil {
 		return bad("control.mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
 	}
 	if !c.Control.RedisCluster && c.Control.RedisAddr == "" && len(c.Control.RedisAddrs) == 0 {
@@ -252,17 +264,14 @@ func (c *Config) validateControl() error {
 
 // validateLimits checks the reservation and shadow settings.
 func (c *Config) validateLimits() error {
-	if c.Reservation.DefaultTTL < time.Second || c.Reservation.DefaultTTL > tandem.MaxTTL {
-		return bad("reservation.default_ttl", "must be 1s..1h, got %s", c.Reservation.DefaultTTL)
-	}
-	if c.Reservation.ReaperInterval < 10*time.Millisecond || c.Reservation.ReaperInterval > time.Minute {
-		return bad("reservation.reaper_interval", "must be 10ms..1m, got %s", c.Reservation.ReaperInterval)
+	for key, d := range map[string]time.Duration{"reservation.default_ttl": c.Reservation.DefaultTTL,
+		"reservation.reaper_interval": c.Reservation.ReaperInterval, "shadow.timeout": c.Shadow.Timeout} {
+		if err := checkRange(key, d); err != nil {
+			return err
+		}
 	}
 	if c.Reservation.PoolCap < 1 || c.Reservation.PoolCap > 100000 {
 		return bad("reservation.pool_cap", "must be 1..100000, got %d", c.Reservation.PoolCap)
-	}
-	if c.Shadow.Timeout < time.Millisecond || c.Shadow.Timeout > 30*time.Second {
-		return bad("shadow.timeout", "must be 1ms..30s, got %s", c.Shadow.Timeout)
 	}
 	if c.Shadow.MaxInflight < 1 || c.Shadow.MaxInflight > 100000 {
 		return bad("shadow.max_inflight", "must be 1..100000, got %d", c.Shadow.MaxInflight)
@@ -283,14 +292,14 @@ func (ro RolloutConfig) validate() error {
 		return bad("rollout.gate_min_comparisons", "must be >= 0")
 	case ro.GateMaxDivergenceRate < 0 || ro.GateMaxDivergenceRate > 1:
 		return bad("rollout.gate_max_divergence_rate", "must be 0..1")
-	case ro.GateWindow < time.Second || ro.GateWindow > 24*time.Hour:
-		return bad("rollout.gate_window", "must be 1s..24h, got %s", ro.GateWindow)
+	case checkRange("rollout.gate_window", ro.GateWindow) != nil:
+		return checkRange("rollout.gate_window", ro.GateWindow)
 	case ro.AbortDivergenceRate < 0 || ro.AbortDivergenceRate > 1:
 		return bad("rollout.abort_divergence_rate", "must be 0..1 (0 disables)")
 	case ro.AbortMinComparisons < 0:
 		return bad("rollout.abort_min_comparisons", "must be >= 0")
-	case ro.AbortWindow < time.Second || ro.AbortWindow > time.Hour:
-		return bad("rollout.abort_window", "must be 1s..1h, got %s", ro.AbortWindow)
+	case checkRange("rollout.abort_window", ro.AbortWindow) != nil:
+		return checkRange("rollout.abort_window", ro.AbortWindow)
 	case ro.GateConsecutivePasses < 1 || ro.GateConsecutivePasses > 100:
 		return bad("rollout.gate_consecutive_passes", "must be 1..100, got %d", ro.GateConsecutivePasses)
 	case ro.GateMySQLP99Max < 0:
@@ -338,6 +347,9 @@ func (c *Config) validatePods() error {
 	for i := range c.Pods {
 		p := &c.Pods[i]
 		key := fmt.Sprintf("pods[%d]", i)
+		if p.Name == "" {
+			return missing(key+".name", "every pod needs a name ([a-z0-9][a-z0-9_-]*)")
+		}
 		if !podName.MatchString(p.Name) {
 			return bad(key+".name", "want [a-z0-9][a-z0-9_-]*, got %q", p.Name)
 		}
@@ -346,7 +358,7 @@ func (c *Config) validatePods() error {
 		}
 		names[p.Name] = true
 		if len(p.Shops) == 0 {
-			return bad(key+".shops", "at least one shop id or range is required")
+			return missing(key+".shops", "at least one shop id or range (e.g. [1, 2, \"100-199\"])")
 		}
 		s, err := tandem.ParseShopSet(p.Shops)
 		if err != nil {
@@ -364,7 +376,10 @@ func (c *Config) validatePods() error {
 		if !tandem.Mode(p.Mode).Valid() {
 			return bad(key+".mode", "want redis, shadow, mysql or mysql_only, got %q", p.Mode)
 		}
-		if _, err := mysql.ParseDSN(p.MySQLDSN); err != nil || p.MySQLDSN == "" {
+		if p.MySQLDSN == "" {
+			return missing(key+".mysql_dsn", fmt.Sprintf("pod %s's MySQL DSN (user@tcp(host:port)/db)", p.Name))
+		}
+		if _, err := mysql.ParseDSN(p.MySQLDSN); err != nil {
 			return bad(key+".mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
 		}
 		if err := validateRedis(key+".", p.RedisAddr, p.RedisAddrs, p.RedisCluster, p.RedisDB); err != nil {
@@ -397,11 +412,14 @@ func (p PodConfig) ShopSet() tandem.ShopSet { return p.shops }
 // redis_addrs), never a mix. prefix starts the keys named in errors.
 func validateRedis(prefix, addr string, addrs []string, cluster bool, db int) error {
 	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: %s%s: %s", prefix, key, fmt.Sprintf(format, args...))
+		return &configError{path: prefix + key, msg: fmt.Sprintf(format, args...)}
 	}
 	if !cluster {
 		if len(addrs) > 0 {
 			return bad("redis_addrs", "seed nodes are for a Redis Cluster: set redis_cluster: true, or use redis_addr for a single Redis")
+		}
+		if addr == "" {
+			return &configError{path: prefix + "redis_addr", msg: "missing: a single Redis (host:port), or redis_cluster: true with redis_addrs"}
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return bad("redis_addr", "want host:port, got %q", addr)
@@ -440,3 +458,39 @@ func redisTarget(addr string, addrs []string, cluster bool) string {
 	}
 	return addr
 }
+
+// mysqlAddr says which server a DSN names, for errors: host:port, or the
+// socket path; never the user or password.
+func mysqlAddr(dsn string) string {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil || c.Addr == "" {
+		return "(the DSN's default address)"
+	}
+	return c.Addr
+}
+
+// atMySQL names the server that err came from: "mysql at 127.0.0.1:3307
+// is unavailable: connection refused". The error still unwraps to err.
+func atMySQL(dsn string, err error) error {
+	if err == nil {
+		return nil
+	}
+	at := "mysql at " + mysqlAddr(dsn)
+	var te *tandem.Error
+	if errors.As(err, &te) {
+		if rest, ok := strings.CutPrefix(te.Message, "mysql "); ok {
+			return &addrError{msg: at + " " + rest, err: err}
+		}
+		return &addrError{msg: at + ": " + te.Message, err: err}
+	}
+	return &addrError{msg: at + ": " + err.Error(), err: err}
+}
+
+// addrError is an error told with the address it concerns.
+type addrError struct {
+	msg string
+	err error
+}
+
+func (e *addrError) Error() string { return e.msg }
+func (e *addrError) Unwrap() error { return e.err }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tandemhq/tandem"
 )
 
 // configError is a config file mistake told in the operator's words: the
@@ -33,6 +35,123 @@ func (e *configError) Error() string {
 	}
 	b.WriteString(e.msg)
 	return b.String()
+}
+
+// durationRanges are the bounds Validate holds the bounded durations to;
+// a bare number for one of them is read in the unit that fits.
+var durationRanges = map[string][2]time.Duration{
+	"reservation.default_ttl":     {time.Second, tandem.MaxTTL},
+	"reservation.reaper_interval": {10 * time.Millisecond, time.Minute},
+	"shadow.timeout":              {time.Millisecond, 30 * time.Second},
+	"rollout.gate_window":         {time.Second, 24 * time.Hour},
+	"rollout.abort_window":        {time.Second, time.Hour},
+}
+
+// unitHint suggests how to write a bare number v (f) given for the
+// duration key path: with each unit that lands it in the key's range
+// ("250ms" for shadow.timeout: 250, not "250s", which it refuses), at most
+// two of them; seconds or minutes for an unbounded key.
+func unitHint(path, v string, f float64) string {
+	r, bounded := durationRanges[path]
+	var fits []string
+	for _, u := range []struct {
+		name string
+		d    time.Duration
+	}{{"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}} {
+		d := time.Duration(f * float64(u.d))
+		if bounded && (d < r[0] || d > r[1]) || !bounded && u.name != "s" && u.name != "m" {
+			continue
+		}
+		if fits = append(fits, v+u.name); len(fits) == 2 {
+			break
+		}
+	}
+	if len(fits) == 0 {
+		return fmt.Sprintf("give a unit and a value in %s..%s", shortDuration(r[0]), shortDuration(r[1]))
+	}
+	return "give a unit, such as " + strings.Join(fits, " or ")
+}
+
+// shortDuration writes d as the config would (1m, not 1m0s).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// checkRange holds a bounded duration of durationRanges to its range.
+func checkRange(key string, d time.Duration) error {
+	r := durationRanges[key]
+	if d < r[0] || d > r[1] {
+		return bad(key, "must be %s..%s, got %s", shortDuration(r[0]), shortDuration(r[1]), shortDuration(d))
+	}
+	return nil
+}
+
+// lineOf returns the line of the key path (pods[1].mysql_dsn) in doc, or
+// of the nearest enclosing value present when the key is absent, 0 when
+// none is known.
+func lineOf(doc *yaml.Node, path string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if n == nil || n.Kind == 0 {
+		return 0
+	}
+	line := 0
+	for _, seg := range pathSegments(path) {
+		next, at := child(n, seg)
+		if next == nil {
+			break
+		}
+		n, line = next, at
+	}
+	return line
+}
+
+// child returns the value of key seg (a name, or [i] in a list) under n
+// and the line it starts on: the key's line for a mapping.
+func child(n *yaml.Node, seg string) (*yaml.Node, int) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if i, err := strconv.Atoi(strings.Trim(seg, "[]")); err == nil && strings.HasPrefix(seg, "[") {
+		if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			return n.Content[i], n.Content[i].Line
+		}
+		return nil, 0
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == seg {
+				return n.Content[i+1], n.Content[i].Line
+			}
+		}
+	}
+	return nil, 0
+}
+
+// pathSegments splits pods[1].mysql_dsn into pods, [1], mysql_dsn.
+func pathSegments(path string) []string {
+	var out []string
+	for _, part := range strings.Split(path, ".") {
+		for part != "" {
+			i := strings.Index(part[1:], "[")
+			if i < 0 {
+				out = append(out, part)
+				break
+			}
+			out = append(out, part[:i+1])
+			part = part[i+1:]
+		}
+	}
+	return out
 }
 
 // maxConfigNodes bounds the values a config may expand to through YAML
@@ -88,8 +207,8 @@ func (c *configChecker) check(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		if _, err := time.ParseDuration(n.Value); err != nil {
 			hint := ""
-			if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
-				hint = fmt.Sprintf("; give a unit, such as %ss", n.Value)
+			if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+				hint = "; " + unitHint(path, n.Value, f)
 			}
 			return &configError{line: n.Line, path: path,
 				msg: fmt.Sprintf("%s is not a duration (e.g. 15m, 250ms, 1h30m)%s", quoteValue(n.Value), hint)}

@@ -3,8 +3,10 @@ package main_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -82,5 +84,78 @@ func TestE2EControlLog(t *testing.T) {
 		if strings.Contains(line, e2eAdminToken) {
 			t.Fatalf("got the admin token in a log line: %s", e.Message)
 		}
+	}
+}
+
+// TestE2EKillSwitchLogs: the kill switch engaged is a warning; a repeated
+// kill keeps the first reason and says it was already engaged, in the log
+// and the audit log; an unkill of a pod not engaged changes and records
+// nothing and says so; admin reads log at debug.
+func TestE2EKillSwitchLogs(t *testing.T) {
+	cfg, _ := MustConfig(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	in := MustRunMain(t, cfg, func(m *main.Main) { m.Logger = zap.New(core) })
+	adm := in.Admin
+	podA, podB := cfg.Pods[0].Name, cfg.Pods[1].Name
+
+	adm.must(http.MethodPost, "/admin/killswitch", obj{"reason": "first", "pods": []string{podA}}, http.StatusOK)
+	st := adm.must(http.MethodPost, "/admin/killswitch", obj{"reason": "second", "pods": []string{podA}}, http.StatusOK)
+	if st["reason"] != "first" {
+		t.Errorf("got reason %v after a repeated kill, want the first", st["reason"])
+	}
+	adm.must(http.MethodDelete, "/admin/killswitch", obj{"reason": "never engaged", "pods": []string{podB}}, http.StatusOK)
+
+	engages := logs.FilterMessage("control action").FilterField(zap.String("action", "killswitch_engage")).All()
+	if len(engages) != 2 {
+		t.Fatalf("got %d engage lines, want 2", len(engages))
+	}
+	for _, e := range engages {
+		if e.Level != zapcore.WarnLevel {
+			t.Errorf("got an engage line at %s, want warn", e.Level)
+		}
+	}
+	again := engages[1].ContextMap()
+	if r := fmt.Sprint(again["reason"]); again["before"] != "engaged" || !strings.HasPrefix(r, "already engaged since") ||
+		!strings.Contains(r, `"first"`) || !strings.HasSuffix(r, "asked again: second") {
+		t.Errorf("got %v, want before engaged and the first reason kept", again)
+	}
+	if n := logs.FilterMessage("control action").FilterField(zap.String("action", "killswitch_disengage")).Len(); n != 0 {
+		t.Errorf("got %d disengage lines for a pod never engaged, want none", n)
+	}
+	if logs.FilterMessage("kill switch not engaged: nothing to disengage").Len() != 1 {
+		t.Errorf("got no line saying %s was not engaged", podB)
+	}
+
+	adm.must(http.MethodGet, "/admin/pods", nil, http.StatusOK)
+	for _, e := range logs.FilterMessage("request").FilterField(zap.String("api", "admin")).All() {
+		f := e.ContextMap()
+		if want := map[bool]zapcore.Level{true: zapcore.DebugLevel, false: zapcore.InfoLevel}[f["method"] == "GET"]; e.Level != want {
+			t.Errorf("got %v at %s, want %s", f, e.Level, want)
+		}
+	}
+
+	// The audit log is written in the background: wait for both entries.
+	var entries []any
+	for range 100 {
+		ans := adm.must(http.MethodGet, "/admin/audit-log", nil, http.StatusOK)
+		entries, _ = ans["entries"].([]any)
+		if len(entries) >= 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var reasons []string
+	for _, e := range entries {
+		m := e.(map[string]any)
+		if m["pod"] == podB {
+			t.Errorf("got audit entry %v for a pod never engaged, want none", m)
+		}
+		if m["action"] == "killswitch_engage" {
+			reasons = append(reasons, fmt.Sprint(m["reason"]))
+		}
+	}
+	slices.Sort(reasons)
+	if len(reasons) != 2 || !strings.HasPrefix(reasons[0], "already engaged since") || reasons[1] != "first" {
+		t.Errorf("got engage reasons %q in the audit log, want first and the repeated kill saying already engaged", reasons)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/killswitch"
+	"github.com/tandemhq/tandem/rollout"
 )
 
 // newLogger returns a logger writing JSON or console lines to w at level,
@@ -40,7 +42,7 @@ func parseLogLevel(s string) (zapcore.Level, error) {
 	case "error":
 		return zapcore.ErrorLevel, nil
 	}
-	return zapcore.InfoLevel, fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q: %w", s, errUsage)
+	return zapcore.InfoLevel, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", s)
 }
 
 // redisLogger sends go-redis's own messages (pool and reconnect notes)
@@ -68,9 +70,17 @@ func routeDriverLogs(logger *zap.Logger) {
 
 // logControlAction writes one structured line per control action: mode
 // change, kill switch, audit, resync, backfill, plan step, automatic abort.
+// What takes a pod off its course is a warning: the kill switch engaged,
+// the automatic abort, the plan aborting itself; the rest is info.
 func logControlAction(logger *zap.Logger) func(tandem.AuditLogEntry) {
 	return func(e tandem.AuditLogEntry) {
-		logger.Info("control action",
+		level := zapcore.InfoLevel
+		switch {
+		case e.Action == killswitch.ActionEngage, e.Action == rollout.ActionAutomaticAbort,
+			e.Action == rollout.ActionPlanAbort && e.Actor == rollout.ActorPlan:
+			level = zapcore.WarnLevel
+		}
+		logger.Log(level, "control action",
 			zap.String("action", e.Action),
 			zap.String("actor", e.Actor),
 			zap.String("reason", e.Reason),

@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/tandemhq/tandem"
 )
 
 func TestLogging(t *testing.T) {
@@ -49,4 +53,25 @@ func TestLogging(t *testing.T) {
 			t.Errorf("got %q, want both driver messages as JSON lines", buf.String())
 		}
 	})
+}
+
+// TestControlActionLevels: what takes a pod off its course is a warning.
+func TestControlActionLevels(t *testing.T) {
+	for _, tt := range []struct {
+		action, actor string
+		want          zapcore.Level
+	}{
+		{"killswitch_engage", "bob", zapcore.WarnLevel},
+		{"automatic_abort", "auto", zapcore.WarnLevel},
+		{"plan_abort", "plan", zapcore.WarnLevel},
+		{"plan_abort", "bob", zapcore.InfoLevel},
+		{"killswitch_disengage", "bob", zapcore.InfoLevel},
+		{"set_mode", "bob", zapcore.InfoLevel},
+	} {
+		core, logs := observer.New(zapcore.DebugLevel)
+		logControlAction(zap.New(core))(tandem.AuditLogEntry{Action: tt.action, Actor: tt.actor})
+		if got := logs.All()[0].Level; got != tt.want {
+			t.Errorf("%s by %s: got %s, want %s", tt.action, tt.actor, got, tt.want)
+		}
+	}
 }

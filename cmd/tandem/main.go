@@ -41,7 +41,7 @@ const usage = `usage:
 
 // Synopses and summaries of each command's --help.
 const (
-	serveSynopsis = "tandem serve [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--demo-traffic] [--log-format json|console]"
+	serveSynopsis = "tandem serve [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--demo-traffic] [--log-format json|console] [--log-level debug|info|warn|error]"
 	serveSummary  = `Runs the checkout API and the admin API, the reapers, the rollout controller
 and the audit loop. Without --config it runs the demo: three pods on local
 MySQL/MariaDB and Redis (or embedded ones), a generated admin token and demo
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "tandem: unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "tandem: unknown command %q, want serve, migrate, bench or version\n'tandem --help' lists every command\n", args[0])
 		return 2
 	}
 	switch {
@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case err != errUsage:
 			fmt.Fprintln(stderr, "tandem:", err)
 		}
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintln(stderr, "'tandem --help' lists every command and flag")
 		return 2
 	default:
 		fmt.Fprintln(stderr, "tandem:", err)

@@ -129,6 +129,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := parseArgs(fs, args, serveSynopsis, serveSummary, m.Stdout); err != nil {
 		return err
 	}
+	// Flags are checked before the config is read, so that a mistyped
+	// flag is named as such rather than hidden behind a config error.
+	if _, err := parseLogLevel(*level); err != nil {
+		return &usageError{msg: "serve: " + err.Error(), command: "tandem serve", synopsis: serveSynopsis}
+	}
+	if *format != "" && *format != "json" && *format != "console" {
+		return &usageError{msg: fmt.Sprintf("serve: --log-format must be json or console, got %q", *format), command: "tandem serve", synopsis: serveSynopsis}
+	}
 	for flagName, addr := range map[string]string{"--listen": *listen, "--admin-listen": *adminListen} {
 		if _, _, err := net.SplitHostPort(addr); addr != "" && err != nil {
 			return &usageError{msg: fmt.Sprintf("serve: %s: want host:port, got %q", flagName, addr), command: "tandem serve", synopsis: serveSynopsis}
@@ -158,14 +166,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if *adminListen != "" {
 		m.Config.AdminListen, m.adminListenFlag = *adminListen, *adminListen
 	}
-	if _, err := parseLogLevel(*level); err != nil {
-		return err
-	}
 	m.LogLevel = *level
 	if *format != "" {
-		if *format != "json" && *format != "console" {
-			return &usageError{msg: "serve: --log-format must be json or console", command: "tandem serve", synopsis: serveSynopsis}
-		}
 		m.LogFormat = *format
 	}
 	return nil
@@ -274,10 +276,10 @@ func (m *Main) openControl(ctx context.Context) error {
 	cfg := m.Config
 	m.control = controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN})
 	if err := m.control.Migrate(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	if err := m.control.Open(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	m.closers = append(m.closers, m.control.Close)
 	m.ctlRedis = newRedisClient(cfg.Control.RedisAddr, cfg.Control.RedisAddrs, cfg.Control.RedisCluster, cfg.Control.RedisDB)
@@ -322,6 +324,10 @@ func (m *Main) openControl(ctx context.Context) error {
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
 		OnChange: m.controlAction(),
+		OnIdle: func(pods []string, ch tandem.Change) {
+			m.Logger.Info("kill switch not engaged: nothing to disengage", zap.Strings("pods", pods),
+				zap.String("actor", ch.Actor), zap.String("reason", ch.Reason))
+		},
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
@@ -396,10 +402,10 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.mysql.Logger = m.Logger.With(zap.String("pod", pc.Name))
 	p.mysql.Registerer = reg
 	if err := p.mysql.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("mysql migrate: %w", err)
+		return nil, fmt.Errorf("migrate: %w", atMySQL(pc.MySQLDSN, err))
 	}
 	if err := p.mysql.Open(ctx); err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, atMySQL(pc.MySQLDSN, err)
 	}
 	m.closers = append(m.closers, p.mysql.Close)
 	p.rdb = newRedisClient(pc.RedisAddr, pc.RedisAddrs, pc.RedisCluster, pc.RedisDB)
@@ -626,6 +632,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if err := m.Run(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while starting is a stop asked for, not a failure
+			// (make run then exits 0 too); what was started is closed.
+			fmt.Fprintln(stderr, "tandem: interrupted while starting; stopped")
+			return nil
+		}
 		return err
 	}
 	<-ctx.Done()
@@ -653,13 +665,13 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // MySQL; it is idempotent.
 func migrateAll(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err := controldb.NewStore(controldb.Config{DSN: cfg.Control.MySQLDSN}).Migrate(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
+		return fmt.Errorf("control database: %w", atMySQL(cfg.Control.MySQLDSN, err))
 	}
 	fmt.Fprintln(stdout, "migrated control database")
 	for _, p := range cfg.Pods {
 		s := mysqlres.NewStore(p.MySQLDSN)
 		if err := s.Migrate(ctx); err != nil {
-			return fmt.Errorf("pod %s: %w", p.Name, err)
+			return fmt.Errorf("pod %s: %w", p.Name, atMySQL(p.MySQLDSN, err))
 		}
 		s.Close()
 		fmt.Fprintf(stdout, "migrated pod %s\n", p.Name)

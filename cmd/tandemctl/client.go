@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,21 @@ type client struct {
 	json   bool
 	stdout io.Writer
 	stderr io.Writer
+	// confirm asks the operator a yes/no question; nil when no one can
+	// answer (not a terminal).
+	confirm func(question string) bool
+}
+
+// confirm asks question on w and reads the answer from r: only "y" or
+// "yes" is a yes.
+func confirm(r io.Reader, w io.Writer, question string) bool {
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }
 
 // apiError is a non-2xx answer of the admin API (its error JSON).

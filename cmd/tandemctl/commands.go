@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -31,9 +32,9 @@ var commands = []*command{
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
 	{name: "audit", usage: "audit POD [--reason R] [--fail-on-drift]",
 		summary: "run a pod's drift audit now", setup: auditCmd},
-	{name: "resync", usage: "resync POD --from mysql --reason R",
-		summary: "rebuild a pod's Redis from MySQL", setup: resyncCmd},
-	{name: "log", usage: "log [--limit N]",
+	{name: "resync", usage: "resync POD --from mysql --reason R [--yes]",
+		summary: "rebuild a pod's Redis from MySQL (asks on a terminal unless --yes)", setup: resyncCmd},
+	{name: "log", usage: "log [--pod P] [--action A] [--limit N]",
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "instances", usage: "instances",
 		summary: "list running serve instances and their control version", setup: instancesCmd},
@@ -41,6 +42,8 @@ var commands = []*command{
 		summary: "show the pod-by-pod rollout plan, or start, pause, resume, abort it, approve or skip a pod", setup: planCmd},
 	{name: "version", usage: "version",
 		summary: "print tandemctl's module version and VCS commit", setup: versionCmd, local: true},
+	{name: "completion", usage: "completion bash|zsh|fish",
+		summary: "print a shell completion script (source <(tandemctl completion bash))", local: true},
 }
 
 func podsCmd(fs *flag.FlagSet) runFunc {
@@ -51,6 +54,9 @@ func podsCmd(fs *flag.FlagSet) runFunc {
 			return usagef("pods takes at most one POD, got %d arguments", len(args))
 		}
 		if !*watch {
+			if flagSet(fs, "interval") {
+				return usagef("--interval needs --watch (pods --watch --interval %s)", *interval)
+			}
 			return showPods(ctx, c, args)
 		}
 		if *interval <= 0 {
@@ -291,6 +297,7 @@ type resyncRequest struct {
 func resyncCmd(fs *flag.FlagSet) runFunc {
 	reason := fs.String("reason", "", "why (required; written to the audit log)")
 	from := fs.String("from", "", "the store to rebuild from (required; only mysql)")
+	yes := fs.Bool("yes", false, "do not ask for confirmation on a terminal")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 1 {
 			return usagef("resync takes one POD, got %d arguments", len(args))
@@ -300,6 +307,9 @@ func resyncCmd(fs *flag.FlagSet) runFunc {
 		}
 		if *reason == "" {
 			return usagef("--reason is required")
+		}
+		if err := guardResync(ctx, c, args[0], *yes); err != nil {
+			return err
 		}
 		var ans struct {
 			Pod           string `json:"pod"`
@@ -314,8 +324,14 @@ func resyncCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
+// logScan is how many of the newest entries log reads when it filters by
+// pod or action (the admin API's largest page).
+const logScan = 1000
+
 func logCmd(fs *flag.FlagSet) runFunc {
 	limit := fs.Int("limit", 0, "at most N entries (default: the server's)")
+	pod := fs.String("pod", "", "only the entries of this pod")
+	action := fs.String("action", "", "only the entries of this action (set_mode, killswitch_engage, killswitch_disengage, resync, plan_start, automatic_abort...)")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 0 {
 			return usagef("unexpected argument %q", args[0])
@@ -327,12 +343,52 @@ func logCmd(fs *flag.FlagSet) runFunc {
 		var ans struct {
 			Entries []tandem.AuditLogEntry `json:"entries"`
 		}
-		if ok, err := c.call(ctx, http.MethodGet, "/admin/audit-log", q, nil, &ans); !ok {
+		if *pod == "" && *action == "" {
+			if ok, err := c.call(ctx, http.MethodGet, "/admin/audit-log", q, nil, &ans); !ok {
+				return err
+			}
+			printAuditLog(c.stdout, ans.Entries)
+			return nil
+		}
+		// The filter runs here, over the newest logScan entries; with
+		// --json it prints the entries it kept, not the page it read.
+		q.Set("limit", strconv.Itoa(logScan))
+		raw := c.api.Raw
+		c.api.Raw = nil
+		err := c.api.Call(ctx, http.MethodGet, "/admin/audit-log", q, nil, &ans)
+		c.api.Raw = raw
+		if err != nil {
 			return err
+		}
+		ans.Entries = filterLog(ans.Entries, *pod, *action, *limit)
+		if c.json {
+			return json.NewEncoder(c.stdout).Encode(ans)
 		}
 		printAuditLog(c.stdout, ans.Entries)
 		return nil
 	}
+}
+
+// filterLog keeps the entries of pod and action ("" matches any), at most
+// limit of them (0: the server's default page).
+func filterLog(es []tandem.AuditLogEntry, pod, action string, limit int) []tandem.AuditLogEntry {
+	if limit <= 0 {
+		limit = 100
+	}
+	out := []tandem.AuditLogEntry{}
+	for _, e := range es {
+		if (pod == "" || e.Pod == pod) && (action == "" || e.Action == action) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func instancesCmd(fs *flag.FlagSet) runFunc {
@@ -391,4 +447,26 @@ func parsePods(s string) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// guardResync warns when the pod took traffic in its recent window (a
+// rebuild of Redis races what buyers do meanwhile) and, on a terminal
+// without --yes, asks before the rebuild. Elsewhere (a script) it warns
+// and goes on.
+func guardResync(ctx context.Context, c *client, pod string, yes bool) error {
+	var st tandem.PodStatus
+	if err := c.api.Call(ctx, http.MethodGet, podPath(pod, ""), nil, nil, &st); err != nil {
+		return err
+	}
+	if st.Abort != nil && st.Abort.Comparisons > 0 {
+		fmt.Fprintf(c.stderr, "warning: %s took traffic in the last %s (%d dual-written requests); a resync under traffic rewrites Redis while buyers change it\n",
+			pod, st.Abort.Window, st.Abort.Comparisons)
+	}
+	if yes || c.confirm == nil {
+		return nil
+	}
+	if !c.confirm(fmt.Sprintf("Rebuild %s's Redis (mode %s) from MySQL?", pod, st.Mode)) {
+		return &apiError{Code: "not_confirmed", Message: "resync of " + pod + " not confirmed; nothing changed"}
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -57,6 +58,10 @@ type Main struct {
 	Stderr io.Writer
 	// HTTPClient makes the requests; it must have a timeout.
 	HTTPClient *http.Client
+	// Stdin answers confirmations; Interactive reports whether a person
+	// sits at it (a terminal), the only case in which tandemctl asks.
+	Stdin       io.Reader
+	Interactive func() bool
 	// OSUser and Hostname name the actor when neither --actor nor $USER
 	// does (the OS account, then the machine); nil or "" skips them.
 	OSUser   func() string
@@ -67,9 +72,13 @@ type Main struct {
 // with an HTTP client that gives up after DefaultTimeout.
 func NewMain() *Main {
 	return &Main{
-		Env:        os.Getenv,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
+		Env:    os.Getenv,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Stdin:  os.Stdin,
+		Interactive: func() bool {
+			return isTerminal(os.Stdin) && isTerminal(os.Stderr)
+		},
 		HTTPClient: &http.Client{Timeout: DefaultTimeout},
 		OSUser: func() string {
 			u, err := user.Current()
@@ -113,7 +122,7 @@ type globals struct {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.json, "json", g.json, "print the raw JSON answer")
 	fs.StringVar(&g.actor, "actor", g.actor, "who makes the change, sent as X-Actor (default $USER, else the OS user, else the host name)")
-	fs.StringVar(&g.url, "url", g.url, "admin API base URL (overrides $TANDEM_ADMIN_URL)")
+	fs.StringVar(&g.url, "url", g.url, "admin API base URL, or host:port (overrides $TANDEM_ADMIN_URL)")
 }
 
 // usageError is a mistake on the command line: exit 2 with usage.
@@ -154,12 +163,17 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 
 	fs := newFlagSet("tandemctl")
 	g.register(fs)
+	showVersion := fs.Bool("version", false, "print the version line")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			m.printUsage(m.Stdout)
 			return ExitOK
 		}
 		return m.usage(&usageError{msg: err.Error()})
+	}
+	if *showVersion {
+		fmt.Fprintln(m.Stdout, cli.Version("tandemctl"))
+		return ExitOK
 	}
 	if fs.NArg() == 0 {
 		return m.usage(&usageError{msg: "no command given"})
@@ -199,18 +213,25 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	if token == "" && !cmd.local {
 		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set (or TANDEM_VIEWER_TOKEN, read-only)", usage: cmd.usage})
 	}
+	base, err := normalizeURL(g.url)
+	if err != nil {
+		return m.usage(&usageError{msg: err.Error(), usage: cmd.usage})
+	}
 	hc := m.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultTimeout}
 	}
 	c := &client{
-		api:    &adminclient.Client{Base: g.url, Token: token, Actor: g.actor, HTTP: hc},
+		api:    &adminclient.Client{Base: base, Token: token, Actor: g.actor, HTTP: hc},
 		json:   g.json,
 		stdout: m.Stdout,
 		stderr: m.Stderr,
 	}
 	if c.json {
 		c.api.Raw = c.printRaw
+	}
+	if m.Interactive != nil && m.Stdin != nil && m.Interactive() {
+		c.confirm = func(question string) bool { return confirm(m.Stdin, m.Stderr, question) }
 	}
 
 	return m.finish(cmd, run(ctx, c, pos))
@@ -245,22 +266,43 @@ func (m *Main) finish(cmd *command, err error) int {
 	}
 }
 
-// usage prints a usage error and returns ExitUsage.
+// usage prints a usage error and returns ExitUsage: what is wrong, the
+// synopsis of the command (or of tandemctl) and where the help is, three
+// lines rather than the whole usage, so that the mistake stays in sight.
 func (m *Main) usage(e *usageError) int {
 	fmt.Fprintf(m.Stderr, "tandemctl: %s\n", e.msg)
 	if e.usage != "" {
+		name, _, _ := strings.Cut(e.usage, " ")
 		fmt.Fprintf(m.Stderr, "usage: tandemctl %s\n", e.usage)
-		fmt.Fprintln(m.Stderr, "run 'tandemctl help' for every command and flag")
+		fmt.Fprintf(m.Stderr, "'tandemctl %s --help' lists its flags\n", name)
 		return ExitUsage
 	}
-	m.printUsage(m.Stderr)
+	fmt.Fprintln(m.Stderr, "usage: "+synopsis)
+	fmt.Fprintln(m.Stderr, "'tandemctl --help' lists every command and flag")
 	return ExitUsage
+}
+
+// synopsis is the first line of tandemctl's usage.
+const synopsis = "tandemctl [--json] [--actor NAME] [--url URL] COMMAND [ARGS]"
+
+// normalizeURL reads --url or $TANDEM_ADMIN_URL: a base URL, or host:port
+// alone (127.0.0.1:8081), which means http://host:port.
+func normalizeURL(s string) (string, error) {
+	raw := strings.TrimSpace(s)
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--url: want http://host:port, https://host:port or host:port, got %q", s)
+	}
+	return raw, nil
 }
 
 func (m *Main) printUsage(w io.Writer) {
 	fmt.Fprint(w, `tandemctl: the tandem admin API from a terminal
 
-usage: tandemctl [--json] [--actor NAME] [--url URL] COMMAND [ARGS]
+usage: `+synopsis+`
 
 commands:
 `)
@@ -271,7 +313,8 @@ commands:
 global flags (before or after the command):
   --json         print the raw JSON answer instead of a table
   --actor NAME   who makes the change, sent as X-Actor (default $USER, else the OS user, else the host name)
-  --url URL      admin API base URL (default $TANDEM_ADMIN_URL or `+DefaultURL+`)
+  --url URL      admin API base URL, or host:port (default $TANDEM_ADMIN_URL or `+DefaultURL+`)
+  --version      print the version line (as 'tandemctl version')
 
 environment:
   TANDEM_ADMIN_URL    admin API base URL

@@ -120,6 +120,7 @@ func TestCommands(t *testing.T) {
 		wantBody   map[string]any // nil: no body
 		wantOut    []string       // substrings of stdout
 		wantErr    []string       // substrings of stderr
+		wantReqs   int            // requests made (0: one); the last is checked
 	}{
 		{name: "PodsTable", args: []string{"pods"}, status: 200, answer: podsAnswer,
 			wantMethod: "GET", wantPath: "/admin/pods",
@@ -216,6 +217,7 @@ func TestCommands(t *testing.T) {
 			wantOut: []string{"DRIFT in 1 positions", "LEDGER_ON_HAND", "50", "48", "-"}},
 		{name: "Resync", args: []string{"resync", "pod-a", "--from", "mysql", "--reason", "leave mysql_only"}, status: 200,
 			answer:     `{"pod":"pod-a","keys_rewritten":42}`,
+			wantReqs:   2, // GET the pod (its recent traffic), then POST
 			wantMethod: "POST", wantPath: "/admin/pods/pod-a/resync", wantBody: map[string]any{"reason": "leave mysql_only", "from": "mysql"},
 			wantOut: []string{"pod-a: Redis rebuilt from mysql, 42 keys rewritten"}},
 		{name: "Log", args: []string{"log", "--limit", "10"}, status: 200,
@@ -239,10 +241,10 @@ func TestCommands(t *testing.T) {
 				t.Errorf("got exit code %d, want %d (stderr %q)", code, tt.wantCode, stderr)
 			}
 			reqs := api.requests()
-			if len(reqs) != 1 {
-				t.Fatalf("got %d requests, want 1", len(reqs))
+			if want := max(tt.wantReqs, 1); len(reqs) != want {
+				t.Fatalf("got %d requests, want %d", len(reqs), want)
 			}
-			r := reqs[0]
+			r := reqs[len(reqs)-1]
 			if r.Method != tt.wantMethod || r.Path != tt.wantPath || r.Query != tt.wantQuery {
 				t.Errorf("got %s %s?%s, want %s %s?%s", r.Method, r.Path, r.Query, tt.wantMethod, tt.wantPath, tt.wantQuery)
 			}
@@ -450,5 +452,29 @@ func TestHelp(t *testing.T) {
 				t.Errorf("got code %d stdout %q, want 0 and the usage", code, stdout)
 			}
 		})
+	}
+}
+
+// TestLogFilters checks that log --pod and --action keep only the entries
+// asked for, from a page as large as the API gives.
+func TestLogFilters(t *testing.T) {
+	api := newFakeAPI(t, 200, `{"entries":[`+
+		`{"at":"2026-11-30T10:03:00Z","actor":"bob","action":"set_mode","pod":"pod-a","reason":"r3","before":"redis","after":"shadow"},`+
+		`{"at":"2026-11-30T10:02:00Z","actor":"auto","action":"killswitch_engage","pod":"pod-b","reason":"r2","before":"disengaged","after":"engaged"},`+
+		`{"at":"2026-11-30T10:01:00Z","actor":"bob","action":"killswitch_engage","pod":"pod-a","reason":"r1","before":"disengaged","after":"engaged"}]}`)
+	code, stdout, stderr := run(t, envFor(api.URL), "log", "--pod", "pod-a", "--action", "killswitch_engage")
+	if code != 0 {
+		t.Fatalf("got exit %d (%s), want 0", code, stderr)
+	}
+	if !strings.Contains(stdout, "r1") || strings.Contains(stdout, "r2") || strings.Contains(stdout, "r3") {
+		t.Errorf("got %q, want only the entry r1", stdout)
+	}
+	if got := api.requests()[0].Query; got != "limit=1000" {
+		t.Errorf("got query %q, want limit=1000", got)
+	}
+	code, stdout, _ = run(t, envFor(api.URL), "--json", "log", "--pod", "pod-a", "--limit", "1")
+	var ans struct{ Entries []map[string]any }
+	if err := json.Unmarshal([]byte(stdout), &ans); code != 0 || err != nil || len(ans.Entries) != 1 || ans.Entries[0]["reason"] != "r3" {
+		t.Errorf("got exit %d, %q (%v); want the one newest entry of pod-a", code, stdout, err)
 	}
 }

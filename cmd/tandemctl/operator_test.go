@@ -137,3 +137,58 @@ func TestPodsWatch(t *testing.T) {
 		}
 	})
 }
+
+// TestResyncGuard: resync warns when the pod took traffic in its recent
+// window and, on a terminal without --yes, asks first; a no changes
+// nothing. A script (no terminal) is warned and goes on.
+func TestResyncGuard(t *testing.T) {
+	const pod = `{"pod":"pod-a","mode":"mysql_only","source_of_truth":"mysql","shadow":"","kill_switch":false,"shops":"1-3",` +
+		`"updated_at":"2026-11-30T10:00:00Z","gates":{},"abort":{"window":"1m","comparisons":12,"armed":true}}`
+	tests := []struct {
+		name        string
+		interactive bool
+		answer      string
+		yes         bool
+		wantCode    int
+		wantPOST    bool
+		wantAsked   bool
+	}{
+		{name: "TerminalNo", interactive: true, answer: "n\n", wantCode: 1, wantAsked: true},
+		{name: "TerminalEmpty", interactive: true, answer: "", wantCode: 1, wantAsked: true},
+		{name: "TerminalYes", interactive: true, answer: "yes\n", wantPOST: true, wantAsked: true},
+		{name: "TerminalFlagYes", interactive: true, yes: true, wantPOST: true},
+		{name: "Script", wantPOST: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var posted bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.Method == http.MethodPost {
+					posted = true
+					io.WriteString(w, `{"pod":"pod-a","keys_rewritten":42}`)
+					return
+				}
+				io.WriteString(w, pod)
+			}))
+			defer srv.Close()
+			args := []string{"resync", "pod-a", "--from", "mysql", "--reason", "r"}
+			if tt.yes {
+				args = append(args, "--yes")
+			}
+			code, _, stderr := runWith(t, envFor(srv.URL), func(m *main.Main) {
+				m.Interactive = func() bool { return tt.interactive }
+				m.Stdin = strings.NewReader(tt.answer)
+			}, args...)
+			if code != tt.wantCode || posted != tt.wantPOST {
+				t.Errorf("got exit %d, posted %v; want %d, %v (stderr %q)", code, posted, tt.wantCode, tt.wantPOST, stderr)
+			}
+			if !strings.Contains(stderr, "warning: pod-a took traffic in the last 1m (12 dual-written requests)") {
+				t.Errorf("got stderr %q, want the traffic warning", stderr)
+			}
+			if asked := strings.Contains(stderr, "[y/N]"); asked != tt.wantAsked {
+				t.Errorf("got asked %v, want %v (stderr %q)", asked, tt.wantAsked, stderr)
+			}
+		})
+	}
+}

@@ -118,6 +118,18 @@ func shortReason(err error) string {
 		return "request canceled"
 	case Retryable(err):
 		return "lock contention persisted"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "no such host " + dns.Name
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "connection timed out"
 	}
 	return "connection failed"
 }
