@@ -88,7 +88,11 @@ func (f *Fleet) Resync(ctx context.Context, pod string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.Resync(ctx)
+	n, err := r.Resync(ctx)
+	if err == nil {
+		r.redisWhole(ctx)
+	}
+	return n, err
 }
 
 // Close closes every router.
