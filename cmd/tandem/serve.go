@@ -319,7 +319,7 @@ func (m *Main) openControl(ctx context.Context) error {
 	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
-		OnChange: m.controlAction(),
+		OnChange: m.controlAction(), RedisStale: m.fleet.RedisStale,
 		OnRestore: func(record string, entries []tandem.AuditLogEntry) {
 			for _, e := range entries {
 				m.Logger.Warn("kill switch written back into a record that had lost it",
