@@ -215,6 +215,10 @@ type Audit struct {
 	Converged int     `json:"converged_carts"`
 	Recounted int     `json:"recounted_positions"`
 	Found     []Drift `json:"found,omitempty"`
+	// RedisLoss says, when the pod's Redis is known to have lost its data,
+	// what that means: rebuilt from MySQL (mode mysql), or the legacy
+	// disaster (Redis was the SoT); an extension of the AUDIT answer.
+	RedisLoss string `json:"redis_loss,omitempty"`
 }
 
 // DriftOutcomes are a drifted position's two sides as a divergence shows

@@ -330,6 +330,11 @@ type KillSwitchState struct {
 	Since   *time.Time `json:"since"`
 	Reason  string     `json:"reason"`
 	Refused []Refusal  `json:"refused,omitempty"`
+	// Warnings lists, in an Engage answer, the pods engaged whose Redis is
+	// known not to be whole (lost its data and being rebuilt from MySQL,
+	// or lost while it was the SoT), with why (an extension of the
+	// documented KILLSWITCH answer).
+	Warnings []Refusal `json:"warnings,omitempty"`
 	// Engagements says, per engaged pod (in the order of Pods), since when
 	// and why its kill switch is engaged (an extension of the documented
 	// KILLSWITCH answer).

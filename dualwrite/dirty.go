@@ -237,6 +237,7 @@ func (r *Router) Open() error {
 	r.stopWorker = cancel
 	r.workerDone = make(chan struct{})
 	go r.work(ctx)
+	r.startLossWatch(ctx)
 	return nil
 }
 
@@ -260,7 +261,7 @@ func (r *Router) work(ctx context.Context) {
 		for r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
 			r.flushDirty(ctx)
 		}
-		if !time.Now().Before(nextSweep) && !r.copying.Load() {
+		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
 			if _, err := r.Sweep(tandem.WithPace(ctx, r.SweepDuty)); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
 			}
@@ -320,6 +321,9 @@ func (r *Router) flushDirty(ctx context.Context) {
 // convergeDue converges the dirty carts whose time has come, at most
 // convergeBatch, and says how many it tried.
 func (r *Router) convergeDue(ctx context.Context) int {
+	if r.loss.rebuilding.Load() {
+		return 0 // into a Redis being rebuilt: dirtyDueNow after it
+	}
 	now := time.Now()
 	type due struct {
 		ck  cartKey

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 )
 
 // faulty wraps a store to inject shadow faults: a delay before chosen
@@ -253,4 +254,12 @@ func (f *faulty) Records(ctx context.Context, k tandem.Key) (*tandem.Records, er
 
 func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {
 	return f.inner.(tandem.ShopRebuilder).RebuildShops(ctx, shops, holds)
+}
+
+func (f redisFaulty) Marked(ctx context.Context) (bool, error) {
+	return f.inner.(dualwrite.WholeMarker).Marked(ctx)
+}
+
+func (f redisFaulty) Mark(ctx context.Context) error {
+	return f.inner.(dualwrite.WholeMarker).Mark(ctx)
 }

@@ -96,7 +96,11 @@ func (f *Fleet) Audit(ctx context.Context, pod string) (*tandem.Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Audit(ctx)
+	a, err := r.Audit(ctx)
+	if a != nil {
+		a.RedisLoss = r.RedisStale()
+	}
+	return a, err
 }
 
 // Resync rebuilds pod's Redis from its MySQL and returns how many keys it
@@ -106,7 +110,23 @@ func (f *Fleet) Resync(ctx context.Context, pod string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.Resync(ctx)
+	n, err := r.Resync(ctx)
+	if err == nil {
+		r.redisWhole(ctx)
+	}
+	return n, err
+}
+
+// RedisStale says why pod's Redis is known not to be whole ("" when it is
+// not, or the pod is unknown), and makes the pod's watch look at its Redis
+// at once: a kill switch about to fall back to it gives it priority.
+func (f *Fleet) RedisStale(pod string) string {
+	r, err := f.Pod(pod)
+	if err != nil {
+		return ""
+	}
+	r.CheckRedisNow()
+	return r.RedisStale()
 }
 
 // Close closes every router.

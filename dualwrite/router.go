@@ -150,6 +150,8 @@ type Router struct {
 	// pausing counts the pauses in force, so that shadow work outside a
 	// backfill never takes mu to look at paused.
 	pausing atomic.Int64
+	// loss watches the pod's Redis for a data loss (redisloss.go).
+	loss redisLoss
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -238,18 +240,21 @@ func (r *Router) Close() error {
 	if stop != nil {
 		stop()
 		<-done
+		r.loss.wg.Wait()
 	}
 	return nil
 }
 
 // Mode returns the pod's effective mode: its persisted mode, with mysql
-// served as shadow while the kill switch is engaged.
+// served as shadow while the kill switch is engaged, once the pod's Redis
+// is whole: while it is being rebuilt after a data loss, MySQL keeps
+// answering (the rebuild takes a few seconds and comes first).
 func (r *Router) Mode() tandem.Mode {
 	m := tandem.ModeRedis
 	if r.Modes != nil {
 		m = r.Modes.Mode(r.Pod)
 	}
-	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod))
+	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.loss.rebuilding.Load())
 }
 
 func (r *Router) store(name string) tandem.ReservationStore {

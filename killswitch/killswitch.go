@@ -115,6 +115,10 @@ type Config struct {
 	// OnIdle is told about the pods a disengagement named that were not
 	// engaged (nothing changed for them); nil ignores them.
 	OnIdle func(pods []string, ch tandem.Change)
+	// RedisStale says why a pod's Redis is known not to be whole ("" when
+	// it is not); an engagement of such a pod is answered with a warning.
+	// nil knows of none.
+	RedisStale func(pod string) string
 }
 
 // Switch is one instance's view of the kill switch. Make one with New;
@@ -404,6 +408,13 @@ func (s *Switch) Engage(ctx context.Context, pods []string, ch tandem.Change) (*
 	st.Refused = refused
 	if st.Refused == nil {
 		st.Refused = []tandem.Refusal{}
+	}
+	if s.cfg.RedisStale != nil {
+		for _, e := range entries {
+			if why := s.cfg.RedisStale(e.Pod); why != "" {
+				st.Warnings = append(st.Warnings, tandem.Refusal{Pod: e.Pod, Reason: why})
+			}
+		}
 	}
 	return &st, nil
 }

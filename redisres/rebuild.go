@@ -42,12 +42,44 @@ func validateHold(h tandem.Reservation) error {
 // reserve matches them by items and quantities.
 func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (n int, err error) {
 	defer s.observe("rebuild", time.Now(), &err)
+	return s.rebuild(ctx, nil, holds)
+}
+
+var _ tandem.ShopRebuilder = (*Store)(nil)
+
+// RebuildShops implements tandem.ShopRebuilder: Rebuild limited to the
+// given shops, each in its own MULTI/EXEC, so that the pod's Redis is
+// rebuilt from MySQL a batch of shops at a time while buyers are served.
+func (s *Store) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (n int, err error) {
+	defer s.observe("rebuild_shops", time.Now(), &err)
+	if len(shops) == 0 {
+		return 0, nil
+	}
+	only := make(map[int64]bool, len(shops))
+	for _, sh := range shops {
+		only[sh] = true
+	}
+	for _, h := range holds {
+		if !only[h.ShopID] {
+			return 0, tandem.Errorf(tandem.EINVALID, "hold %d/%s is of a shop not rebuilt", h.ShopID, h.CartToken)
+		}
+	}
+	return s.rebuild(ctx, only, holds)
+}
+
+// rebuild is Rebuild for the shops of only (every shop when nil).
+func (s *Store) rebuild(ctx context.Context, only map[int64]bool, holds []tandem.Reservation) (n int, err error) {
 	for _, h := range holds {
 		if err := validateHold(h); err != nil {
 			return 0, err
 		}
 	}
-	ledger, err := s.ledger.ListOnHand(ctx)
+	var ledger map[tandem.Key]int64
+	if only == nil {
+		ledger, err = s.ledger.ListOnHand(ctx)
+	} else {
+		ledger, err = s.shopsOnHand(ctx, only)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
@@ -84,6 +116,11 @@ func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (n int,
 		return 0, err
 	}
 	for _, shop := range existing {
+		if only == nil || only[shop] {
+			plan(shop)
+		}
+	}
+	for shop := range only {
 		plan(shop)
 	}
 	shops := make([]int64, 0, len(plans))

@@ -7,6 +7,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5/middleware"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
@@ -128,8 +131,12 @@ func invalid(format string, args ...any) error {
 }
 
 // decodeJSON reads the request body into v strictly: Content-Type must be
-// application/json, the body at most MaxBodyBytes, one JSON value with no
-// unknown fields and numbers that fit their fields.
+// application/json, the body at most MaxBodyBytes, one JSON value whose
+// member names match the fields exactly (case included: `CART_TOKEN` is
+// not `cart_token`), no unknown or repeated members, valid UTF-8, and
+// numbers that fit their fields. encoding/json matches names without case
+// even with DisallowUnknownFields, so the body is decoded with the
+// case-sensitive v2 semantics of go-json-experiment/json.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		// The exact type needs no parsing; anything else (parameters, case,
@@ -142,19 +149,19 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return tooLarge()
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	// One value only: anything but white space after it is an error.
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return tooLarge()
 		}
-		return invalid("request body must hold exactly one JSON value")
+		return invalid("request body could not be read")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return invalid("request body is empty; want a JSON object")
+	}
+	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return decodeError(err)
 	}
 	return nil
 }
@@ -163,34 +170,46 @@ func tooLarge() error {
 	return tandem.Errorf(tandem.EPAYLOADTOOLARGE, "request body is over %d bytes", MaxBodyBytes)
 }
 
-// decodeError translates an encoding/json error into a contract error.
+// decodeError translates a JSON decoding error into a contract error.
 func decodeError(err error) error {
 	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		ute *json.UnmarshalTypeError
+		se  *jsontext.SyntacticError
+		sem *jsonv2.SemanticError
 	)
 	switch {
-	case errors.As(err, &mbe):
-		return tooLarge()
-	case errors.Is(err, io.EOF):
-		return invalid("request body is empty; want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalid("request body is truncated JSON")
 	case errors.As(err, &se):
-		return invalid("malformed JSON at offset %d", se.Offset)
-	case errors.As(err, &ute):
-		if ute.Field == "" {
+		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			return invalid("member %s appears twice", memberName(se.JSONPointer))
+		}
+		return invalid("malformed JSON at offset %d", se.ByteOffset)
+	case errors.As(err, &sem):
+		field := memberName(sem.JSONPointer)
+		switch {
+		case errors.Is(sem.Err, jsonv2.ErrUnknownName):
+			return invalid("unknown field %s", strconv.Quote(field))
+		case field == "":
 			return invalid("request body must be a JSON object")
+		case sem.GoType != nil && strings.HasPrefix(sem.GoType.Kind().String(), "int"):
+			return invalid("%s must be an integer in range", field)
 		}
-		if ute.Type != nil && strings.HasPrefix(ute.Type.Kind().String(), "int") {
-			return invalid("%s must be an integer in range", ute.Field)
-		}
-		return invalid("%s has the wrong type (got %s)", ute.Field, ute.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return invalid("%s has the wrong type (got %s)", field, sem.JSONKind)
 	}
-	return invalid("invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return invalid("invalid JSON body")
+}
+
+// memberName names the member at a JSON pointer the way encoding/json did:
+// the object member names joined by dots, array indexes left out
+// (/lines/0/quantity is lines.quantity).
+func memberName(p jsontext.Pointer) string {
+	var names []string
+	for tok := range p.Tokens() {
+		if tok == "" || strings.Trim(tok, "0123456789") != "" {
+			names = append(names, tok)
+		}
+	}
+	return strings.Join(names, ".")
 }
 
 // parseID parses a decimal id > 0 strictly: digits only, no sign, no

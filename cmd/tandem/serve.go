@@ -323,7 +323,7 @@ func (m *Main) openControl(ctx context.Context) error {
 	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
-		OnChange: m.controlAction(),
+		OnChange: m.controlAction(), RedisStale: m.fleet.RedisStale,
 		OnIdle: func(pods []string, ch tandem.Change) {
 			m.Logger.Info("kill switch not engaged: nothing to disengage", zap.Strings("pods", pods),
 				zap.String("actor", ch.Actor), zap.String("reason", ch.Reason))
