@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build test test-deps test-short lint run bench benchmarks soak fuzz fmt
+.PHONY: build test test-deps test-short lint run bench benchmarks soak stress fuzz fmt
 
 # build: compile tandem and tandemctl into ./bin, stamped with the VCS commit (tandem version)
 build:
@@ -53,6 +53,12 @@ benchmarks:
 SOAK ?= 10m
 soak:
 	$(GO) test -race -count=1 -timeout 60m -v -run TestSoak ./internal/soak/ -soak.duration=$(SOAK) -soak.pods=3
+
+# stress: the concurrency-heavy packages, -race -count=5 each, while two CPU burners run (at most STRESSTIME)
+STRESSTIME ?= 45m
+STRESS_PKGS ?= ./dualwrite/ ./rollout/ ./comparator/ ./internal/linearize/ ./internal/faulttest/ ./web/dashboard/
+stress: test-deps
+	GO=$(GO) scripts/stress $(STRESSTIME) 5 $(STRESS_PKGS)
 
 # fuzz: a short bounded run of every fuzz target (FUZZTIME each; seeds are committed under testdata/fuzz)
 FUZZTIME ?= 10s

@@ -17,9 +17,7 @@ import (
 func TestE2EPlanTakeover(t *testing.T) {
 	testenv.RequireIntegration(t)
 	cfg, _ := MustConfig(t)
-	cfg.Rollout.GateMinComparisons = 0
-	cfg.Rollout.GateMaxP99Factor = 0
-	cfg.Rollout.AbortDivergenceRate = 0
+	latencyBlindGates(&cfg)
 	fast := func(m *main.Main) { m.PlanInterval, m.PlanLease = 50*time.Millisecond, time.Second }
 	ins := []*Instance{MustRunMain(t, cfg, fast), MustRunMain(t, cfg, fast)}
 	shops := []int64{shopA, shopB}
@@ -84,16 +82,7 @@ func TestE2EPlanTakeover(t *testing.T) {
 		t.Error("no plan_done by plan in the audit log")
 	}
 	for _, s := range shops {
-		inv := alive.Checkout.must(http.MethodGet, inventoryPath(s, 100, 1), nil, http.StatusOK)
-		if num(inv["on_hand"]) != stock-claimed[s] {
-			t.Errorf("shop %d: got on_hand %v, want %d - %d claimed", s, inv["on_hand"], stock, claimed[s])
-		}
-		stores, _ := inv["stores"].(obj)
-		r, _ := stores["redis"].(obj)
-		m, _ := stores["mysql"].(obj)
-		if r == nil || m == nil || num(r["available"]) != num(m["available"]) || num(r["reserved"]) != num(m["reserved"]) {
-			t.Errorf("shop %d: got stores %v, want Redis and MySQL to agree", s, stores)
-		}
+		mustStoresAgree(t, alive.Checkout, s, 100, stock-claimed[s])
 	}
 }
 
@@ -102,9 +91,7 @@ func TestE2EPlanTakeover(t *testing.T) {
 func TestE2EPlanKillSwitchAborts(t *testing.T) {
 	testenv.RequireIntegration(t)
 	cfg, _ := MustConfig(t)
-	cfg.Rollout.GateMinComparisons = 0
-	cfg.Rollout.GateMaxP99Factor = 0
-	cfg.Rollout.AbortDivergenceRate = 0
+	latencyBlindGates(&cfg)
 	in := MustRunMain(t, cfg, func(m *main.Main) { m.PlanInterval = 50 * time.Millisecond })
 	podA := cfg.Pods[0].Name
 	in.Admin.must(http.MethodPost, "/admin/plan/start", obj{"reason": "kill drill", "shadow_soak": "0s", "mysql_soak": "1h"}, http.StatusOK)

@@ -4,10 +4,14 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tandemhq/tandem/internal/testenv"
@@ -49,6 +53,15 @@ func MustOpen(t *testing.T, url string) *Page {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
+	console := &consoleLog{}
+	if err := chromedp.Listen(ctx, console.add); err != nil {
+		t.Fatalf("listen to the page's console: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("page console and uncaught exceptions:\n%s", console.String())
+		}
+	})
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
@@ -71,7 +84,7 @@ func (p *Page) WaitFor(expr string) {
 	ctx, cancel := context.WithTimeout(p.Ctx, 20*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		p.T.Fatalf("waiting for %s: %v (page text: %s)", expr, err, p.PageText())
+		p.T.Fatalf("waiting for %s: %v (form state: %s) (page text: %s)", expr, err, p.FormState(), p.PageText())
 	}
 }
 
@@ -86,6 +99,21 @@ func (p *Page) PageText() string {
 	ctx, cancel := context.WithTimeout(p.Ctx, 5*time.Second)
 	defer cancel()
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	return s
+}
+
+// FormState describes, for failure messages, what a person would see of the
+// page's forms: the focused element, the open dialogs, and each input's value
+// and each button's state.
+func (p *Page) FormState() string {
+	ctx, cancel := context.WithTimeout(p.Ctx, 5*time.Second)
+	defer cancel()
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		focused: document.activeElement ? (document.activeElement.id || document.activeElement.tagName) : null,
+		dialogs: Array.from(document.querySelectorAll("dialog[open]")).map((d) => d.id),
+		inputs: Array.from(document.querySelectorAll("input, select")).filter((e) => e.value || e.checked).map((e) => e.id + "=" + (e.type === "checkbox" ? e.checked : e.value)),
+		disabled: Array.from(document.querySelectorAll("button:disabled")).map((e) => e.id || e.textContent.trim()),
+	})`))
 	return s
 }
 
@@ -116,4 +144,52 @@ func jsString(s string) string {
 		b = append(b, c)
 	}
 	return string(append(b, '"'))
+}
+
+// consoleLog keeps what the page wrote to its console and the exceptions
+// nothing caught, for the log of a failed test.
+type consoleLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *consoleLog) add(ev any) {
+	var line string
+	switch ev := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		args := make([]string, 0, len(ev.Args))
+		for _, a := range ev.Args {
+			if len(a.Value) > 0 {
+				args = append(args, string(a.Value))
+			} else {
+				args = append(args, a.Description)
+			}
+		}
+		line = fmt.Sprintf("%s console.%s: %s", stamp(ev.Timestamp), ev.Type, strings.Join(args, " "))
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		line = fmt.Sprintf("%s uncaught: %s", stamp(ev.Timestamp), d.Text)
+		if d.Exception != nil {
+			line += " " + d.Exception.Description
+		}
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.lines = append(c.lines, line)
+	c.mu.Unlock()
+}
+
+func (c *consoleLog) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.lines) == 0 {
+		return "(nothing)"
+	}
+	return strings.Join(c.lines, "\n")
+}
+
+// stamp formats a console timestamp (milliseconds since the epoch).
+func stamp(ts runtime.Timestamp) string {
+	return time.UnixMilli(int64(ts)).UTC().Format("15:04:05.000")
 }

@@ -119,7 +119,7 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 		t.Fatal(err)
 	}
 	if o.commitCutter {
-		p.cutter, err = faulttest.ListenCommitCutter(cfg.Addr)
+		p.cutter, err = faulttest.ListenCommitCutter(cfg.Addr, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}

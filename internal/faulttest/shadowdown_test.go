@@ -101,7 +101,10 @@ func TestShadowStoreDown(t *testing.T) {
 		if err != nil || res.Status != tandem.StatusReserved {
 			t.Fatalf("pre-2 after a claim failed on the ledger: got %v, %v, want still reserved", res, err)
 		}
+		convBefore := p.ConvergeStats().Results
 		a := p.mustAudit(t)
+		t.Logf("audit after the outage: %d drifted; dirty carts %d; convergences before the audit %v, after %v",
+			len(a.Drifted), p.DirtyCarts(), convBefore, p.ConvergeStats().Results)
 		for _, it := range []int64{1, 2, 3} {
 			if !drifted(a)[key(it)] {
 				t.Errorf("audit after the outage: item %d not flagged, want drift (MySQL missed its holds)", it)

@@ -223,7 +223,11 @@ func TestLinearizable_RouterFlips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flips during the run: %v; fence timeouts %d, flux waits %d; outcomes %v", flips, p.router.FenceTimeouts(), p.router.FluxWaits(), h.Outcomes)
+	// Convergences of carts whose copy failed or timed out (a loaded
+	// machine): a failed one leaves the new SoT behind for other carts of
+	// the position until a later one lands.
+	t.Logf("flips during the run: %v; fence timeouts %d, flux waits %d; convergences %v; outcomes %v",
+		flips, p.router.FenceTimeouts(), p.router.FluxWaits(), p.router.ConvergeStats().Results, h.Outcomes)
 	if len(flips) < 3 {
 		t.Errorf("got %d flips during the run, want at least 3 (the run was too short)", len(flips))
 	}

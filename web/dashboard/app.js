@@ -798,7 +798,12 @@
     $("#killswitch-disengage").addEventListener("click", () => openKillSwitchDialog(false));
     $("#confirm-form").addEventListener("submit", submitDialog);
     $("#confirm-cancel").addEventListener("click", closeDialog);
-    $("#confirm-dialog").addEventListener("close", () => { state.dialog = null; });
+    // The close event comes after close() returned, as a task of its own:
+    // a dialog opened again in between (Cancel, then another button at
+    // once) is open by then, and its action stays.
+    $("#confirm-dialog").addEventListener("close", () => {
+      if (!$("#confirm-dialog").open) state.dialog = null;
+    });
     $("#mode-target").addEventListener("change", dryRun);
     for (const action of ["start", "pause", "abort"]) {
       $("#plan-" + action).addEventListener("click", () => openPlanDialog(action));

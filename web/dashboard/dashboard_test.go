@@ -283,6 +283,26 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("got pod-b mode %q, want shadow (nothing applied)", got)
 			}
 		}},
+		{"DialogOpenedRightAfterCancelSubmits", func(t *testing.T) {
+			b.T = t
+			// A cancelled dialog's close event arrives after close()
+			// returned; a busy browser handles the next click first. Both
+			// in one task here: the event must not end the new dialog's
+			// action, or its OK does nothing and the dialog stays open.
+			n := len(api.requestsTo(http.MethodPost, "/admin/pods/pod-a/audit"))
+			b.Do(chromedp.Evaluate[chromedp.Void](`(() => {
+				const audit = document.querySelector('[data-pod="pod-a"] [data-action="audit"]');
+				audit.click();
+				document.querySelector("#confirm-cancel").click();
+				audit.click();
+			})()`))
+			b.WaitFor(`document.querySelector("#confirm-dialog").open`)
+			b.Do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+			b.WaitFor(`!document.querySelector("#confirm-dialog").open`)
+			if got := len(api.requestsTo(http.MethodPost, "/admin/pods/pod-a/audit")); got != n+1 {
+				t.Errorf("got %d audits of pod-a, want %d (one, from the dialog opened after the cancel)", got, n+1)
+			}
+		}},
 		{"RowKillShowsSinceAndReason", func(t *testing.T) {
 			b.T = t
 			podB := `[data-pod="pod-b"]`
