@@ -96,7 +96,7 @@ type CaptureService interface {
 	StartCapture(ctx context.Context, pod string, req CaptureRequest) (*CaptureInfo, error)
 	// Captures lists the captures, newest first.
 	Captures(ctx context.Context) ([]CaptureInfo, error)
-	// OpenCapture returns the capture's file (as written so far) and its
-	// description. Returns ENOTFOUND.
+	// OpenCapture returns an ended capture's file and its description.
+	// Returns ENOTFOUND, ECONFLICT (it still runs, or failed).
 	OpenCapture(ctx context.Context, id string) (io.ReadCloser, *CaptureInfo, error)
 }
