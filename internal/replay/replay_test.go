@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,14 @@ func TestRehearsal(t *testing.T) {
 		}
 		if !res.Held {
 			t.Errorf("got held false (%s), want held", res.Verdict())
+		}
+		var text, page bytes.Buffer
+		replay.WriteText(&text, res)
+		if err := replay.WriteHTML(&page, res); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "verdict: held") || !strings.Contains(page.String(), "<polyline") {
+			t.Errorf("got report %q and a page without a chart", text.String())
 		}
 		if len(res.ConnHoldMS) == 0 || res.ConnHoldMS["reserve"].Count == 0 {
 			t.Errorf("got connection holds %v, want the engine's reserve holds", res.ConnHoldMS)

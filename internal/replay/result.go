@@ -298,3 +298,5 @@ func (res *Result) Verdict() string {
 	}
 	return "held"
 }
+
+func statusOf(s string) tandem.OutcomeStatus { return tandem.OutcomeStatus(s) }
