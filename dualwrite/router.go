@@ -99,6 +99,8 @@ type Router struct {
 	Dirty tandem.DirtyLog
 	// Observer is told of every convergence (optional).
 	Observer ConvergeObserver
+	// Tap is told of every operation the SoT answered (optional: a capture).
+	Tap Tap
 	// Logger receives warnings (default: none).
 	Logger Logger
 	Now    func() time.Time
@@ -308,6 +310,7 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
+	r.tapReserve(req, start, res, err)
 	return r.stamp(res, sot.Name()), err
 }
 
@@ -354,6 +357,7 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
+	r.tapSettle(op, shopID, cartToken, start, res, err)
 	if tandem.ErrorCode(err) != tandem.ENOTFOUND {
 		return r.stamp(res, sot.Name()), err
 	}
@@ -444,6 +448,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 	mode, sot, shadow := o.mode, o.sot, o.shadow
 	start := time.Now()
 	c, err := sot.SetOnHand(ctx, key, onHand)
+	r.tapStock(key, onHand, start, err)
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,9 @@ type AdminServer struct {
 	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
 	// answers those routes 404 not_found (after the token check).
 	Plan tandem.PlanService
+	// Captures records pods' traffic behind /admin/pods/{pod}/capture and
+	// /admin/captures; nil answers those routes 404 not_found.
+	Captures tandem.CaptureService
 }
 
 // MetricsHandler serves GET /metrics alone, without a token, for the
@@ -95,6 +98,7 @@ func (s *AdminServer) Handler() http.Handler {
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
+	capt := &captureHandler{adminHandler: h, captures: s.Captures}
 	toks := newTokens(s.Token, s.ViewerToken)
 	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
@@ -133,6 +137,9 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Put("/admin/pods/{pod}/mode", h.setMode)
 		r.Post("/admin/pods/{pod}/audit", h.audit)
 		r.Post("/admin/pods/{pod}/resync", h.resync)
+		r.Post("/admin/pods/{pod}/capture", capt.start)
+		r.Get("/admin/captures", capt.list)
+		r.Get("/admin/captures/{id}", capt.download)
 		r.Get("/admin/killswitch", h.killSwitch)
 		r.Post("/admin/killswitch", h.engage)
 		r.Delete("/admin/killswitch", h.disengage)

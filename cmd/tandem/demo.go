@@ -383,6 +383,7 @@ func (m *Main) startDemoTraffic() {
 			}
 		}
 	})
+	m.captureDemoFlashSale(m.Config.Pods[0].Name)
 	m.goLoop(30*time.Second, func(ctx context.Context) { // a flash sale: 60 buyers at once on one item
 		s := spots[0]
 		var wg sync.WaitGroup
@@ -396,4 +397,24 @@ func (m *Main) startDemoTraffic() {
 		wg.Wait()
 		log.Info("flash sale played", zap.Int64("shop", s.shop), zap.Int64("item", hotItem))
 	})
+}
+
+// demoCaptureFor covers the demo's first flash sale (30 s after the start).
+const demoCaptureFor = 40 * time.Second
+
+// captureDemoFlashSale records the first pod's traffic over the demo's
+// first flash sale, so that the README's rehearsal has a capture to replay.
+func (m *Main) captureDemoFlashSale(pod string) {
+	if m.captures == nil {
+		return
+	}
+	info, err := m.captures.StartCapture(m.ctx, pod, tandem.CaptureRequest{
+		Change: tandem.Change{Actor: "demo", Reason: "demo: record the flash sale for a rehearsal"}, Duration: demoCaptureFor})
+	if err != nil {
+		m.Logger.Warn("demo capture", zap.Error(err))
+		return
+	}
+	m.Logger.Info("recording the flash sale for a rehearsal",
+		zap.String("capture", info.ID), zap.String("pod", pod), zap.Duration("for", demoCaptureFor),
+		zap.String("then", "tandemctl capture get "+info.ID+" -o flash.tcap && tandem replay --capture flash.tcap --speed 1"))
 }

@@ -33,6 +33,8 @@ const usage = `usage:
                         [--redis-addr ADDR] [--json]
   tandem bench report [--update FILE] RUN.json...
                       (markdown tables and issue 14's figures from the benches' --json output)
+  tandem replay --capture FILE [--speed 1] [--mysql DSN] [--find-max [--p99-max 100ms]] [--json] [--html FILE]
+                (rehearses a capture of a pod's traffic on the MySQL engine of a scratch database)
   tandem version
   tandem help
 
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case "replay":
+		err = runReplay(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":

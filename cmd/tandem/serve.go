@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/capture"
 	"github.com/tandemhq/tandem/comparator"
 	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/dualwrite"
@@ -88,6 +89,7 @@ type Main struct {
 	ctl      *rollout.Controller
 	hooks    *webhook.Notifier
 	fleet    *dualwrite.Fleet
+	captures *capture.Recorder
 	pods     []*podRuntime
 	servers  []*http.Server
 	demo     *demoEnv
@@ -233,6 +235,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.fleet.Routers = append(m.fleet.Routers, p.router)
 	}
 	m.ctl.Fleet = m.fleet
+	if err := m.openCaptures(); err != nil {
+		return err
+	}
 
 	if err := m.start(ctx); err != nil {
 		return err
@@ -377,7 +382,7 @@ func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
 	admin := &web.AdminServer{Admin: convergenceReports{AdminService: m.ctl, fleet: m.fleet}, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
-		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl}
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl, Captures: m.captures}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
 	if metricsLn != nil {

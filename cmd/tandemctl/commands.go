@@ -40,6 +40,8 @@ var commands = []*command{
 		summary: "list running serve instances and their control version", setup: instancesCmd},
 	{name: "plan", usage: "plan [start|pause|resume|abort --reason R | approve|skip POD --reason R]",
 		summary: "show the pod-by-pod rollout plan, or start, pause, resume, abort it, approve or skip a pod", setup: planCmd},
+	{name: "capture", usage: "capture POD --for 10m [--max-ops N] [--reason R] | capture [list] | capture get ID -o FILE",
+		summary: "record a pod's traffic for a rehearsal (tandem replay), list the captures, or download one", setup: captureCmd},
 	{name: "version", usage: "version",
 		summary: "print tandemctl's module version and VCS commit", setup: versionCmd, local: true},
 	{name: "completion", usage: "completion bash|zsh|fish",

@@ -227,6 +227,13 @@ func TestCommands(t *testing.T) {
 		{name: "Instances", args: []string{"instances"}, status: 200,
 			answer:     `{"instances":[{"id":"i-1","addr":"10.0.0.1:8081","started_at":"2026-11-30T09:00:00Z","last_seen":"2026-11-30T10:00:00Z","control_version":7,"stale":true}]}`,
 			wantMethod: "GET", wantPath: "/admin/instances", wantOut: []string{"i-1", "10.0.0.1:8081", "7", "STALE"}},
+		{name: "Capture", args: []string{"capture", "pod-a", "--for", "10m", "--max-ops", "5000", "--reason", "flash sale"}, status: 200,
+			answer:     `{"id":"cap-1","pod":"pod-a","state":"running","reason":"flash sale","actor":"alice","started_at":"2026-11-30T10:00:00Z","duration":"10m0s","max_ops":5000,"max_bytes":1,"ops":0,"dropped":0,"positions":3,"holds":1,"bytes":0,"hashed_tokens":true}`,
+			wantMethod: "POST", wantPath: "/admin/pods/pod-a/capture", wantBody: map[string]any{"reason": "flash sale", "duration": "10m0s", "max_ops": float64(5000)},
+			wantOut: []string{"capture cap-1 of pod-a: recording for 10m0s", "3 positions and 1 holds", "tandemctl capture get cap-1"}},
+		{name: "CaptureList", args: []string{"capture"}, status: 200,
+			answer:     `{"captures":[{"id":"cap-1","pod":"pod-a","state":"done","started_at":"2026-11-30T10:00:00Z","ops":120,"dropped":3,"bytes":4096,"ended":"duration"}]}`,
+			wantMethod: "GET", wantPath: "/admin/captures", wantOut: []string{"DROPPED", "cap-1  pod-a  done", "120", "duration"}},
 		{name: "ErrorNotJSON", args: []string{"pods"}, status: 502, answer: `<html>bad gateway</html>`,
 			wantCode: 1, wantMethod: "GET", wantPath: "/admin/pods", wantErr: []string{"http_502: <html>bad gateway</html>"}},
 		{name: "Unauthorized", args: []string{"report"}, status: 401,
@@ -418,6 +425,8 @@ func TestUsage(t *testing.T) {
 		{name: "ResyncWithoutReason", args: []string{"resync", "pod-a", "--from", "mysql"}, wantErr: "--reason is required"},
 		{name: "LogExtraArgument", args: []string{"log", "all"}, wantErr: `unexpected argument "all"`},
 		{name: "ReportExtraArgument", args: []string{"report", "pod-a"}, wantErr: "report takes no arguments"},
+		{name: "CaptureWithoutFor", args: []string{"capture", "pod-a"}, wantErr: "--for must be a duration"},
+		{name: "CaptureGetWithoutFile", args: []string{"capture", "get", "cap-1"}, wantErr: "needs -o FILE"},
 		{name: "NoToken", args: []string{"pods"}, noToken: true, wantErr: "TANDEM_ADMIN_TOKEN is not set"},
 	}
 	for _, tt := range tests {

@@ -131,3 +131,32 @@ func DecodeError(status int, raw []byte) *Error {
 	}
 	return &Error{Status: status, Code: fmt.Sprintf("http_%d", status), Message: snippet}
 }
+
+// Download sends a GET of path and copies a 2xx answer's body to w (any
+// size, unlike Do), returning how many bytes it copied. A non-2xx answer
+// is an *Error. The client's HTTP timeout bounds the whole transfer.
+func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.Base, "/")+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach the admin API: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, DecodeError(resp.StatusCode, raw)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("download %s: %w", path, err)
+	}
+	return n, nil
+}
