@@ -236,6 +236,12 @@ func TestExplain_NeverReservedNamesItsCause(t *testing.T) {
 	if _, err := p.Reserve(ctx, cart("a", 47, one(1, 2, 1))); err != nil {
 		t.Fatal(err)
 	}
+	// The reserve's shadow work ends (the cart dirty) before the release:
+	// a release already on the SoT would be what that work converges to.
+	p.Wait()
+	if p.DirtyCarts() != 1 {
+		t.Fatalf("got %d dirty carts after the shadow reserve and its convergence timed out, want 1", p.DirtyCarts())
+	}
 	if _, err := p.Release(ctx, 47, "a"); err != nil {
 		t.Fatal(err)
 	}

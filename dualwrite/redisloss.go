@@ -158,7 +158,7 @@ func (r *Router) checkRedis(ctx context.Context) {
 	if err != nil || marked {
 		return // down (it is looked at again when it answers) or whole
 	}
-	lost, err := r.uncounted(ctx)
+	lost, err := r.confirmedUncounted(ctx)
 	if err != nil {
 		return
 	}
@@ -180,28 +180,55 @@ func (r *Router) checkRedis(ctx context.Context) {
 	r.rebuildRedis(ctx, lost)
 }
 
-// uncounted returns how many positions the ledger stocks that Redis does
-// not count at all.
-func (r *Router) uncounted(ctx context.Context) (int, error) {
-	ledger, err := r.Ledger.ListOnHand(ctx)
+// confirmedUncounted returns how many positions the ledger stocks that
+// Redis does not count at all, in two looks AuditSettle apart: a stock
+// count of a new position writes the ledger first and Redis a moment
+// later, so a position seen uncounted once is not yet a loss.
+func (r *Router) confirmedUncounted(ctx context.Context) (int, error) {
+	first, err := r.uncounted(ctx)
+	if err != nil || len(first) == 0 {
+		return 0, err
+	}
+	select {
+	case <-time.After(r.auditSettle()):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	second, err := r.uncounted(ctx)
 	if err != nil {
 		return 0, err
 	}
+	n := 0
+	for k := range second {
+		if first[k] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// uncounted returns the positions the ledger stocks that Redis does not
+// count at all.
+func (r *Router) uncounted(ctx context.Context) (map[tandem.Key]bool, error) {
+	ledger, err := r.Ledger.ListOnHand(ctx)
+	if err != nil {
+		return nil, err
+	}
 	list, err := r.Redis.ListCounters(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	have := make(map[tandem.Key]bool, len(list))
 	for _, c := range list {
 		have[c.Key] = true
 	}
-	n := 0
+	out := map[tandem.Key]bool{}
 	for k, v := range ledger {
 		if v > 0 && !have[k] {
-			n++
+			out[k] = true
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 // rebuildRedis rebuilds the pod's Redis from MySQL online: the active

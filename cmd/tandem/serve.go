@@ -328,7 +328,7 @@ func (m *Main) openControl(ctx context.Context) error {
 	m.sw = killswitch.New(killswitch.Config{
 		Pods: podNames, Channel: redisres.NewKillSwitchChannel(m.ctlRedis, cfg.Control.RedisPrefix),
 		Durable: m.control.KillSwitch(), Modes: m.ctl, AuditLog: m.control, OnError: onError("kill switch"),
-		OnChange: m.controlAction(), RedisStale: m.fleet.RedisStale,
+		OnChange: m.controlAction(), RedisStale: m.redisStale,
 		OnIdle: func(pods []string, ch tandem.Change) {
 			m.Logger.Info("kill switch not engaged: nothing to disengage", zap.Strings("pods", pods),
 				zap.String("actor", ch.Actor), zap.String("reason", ch.Reason))
@@ -701,4 +701,13 @@ func (c convergenceReports) Report(ctx context.Context) ([]tandem.Report, error)
 		}
 	}
 	return reps, err
+}
+
+// redisStale says why a pod's Redis is known not to be whole, for the kill
+// switch's answer; "" before the fleet is open.
+func (m *Main) redisStale(pod string) string {
+	if m.fleet == nil {
+		return ""
+	}
+	return m.fleet.RedisStale(pod)
 }
