@@ -47,8 +47,8 @@ func TestE2EViewsSayWhatIsTrue(t *testing.T) {
 			t.Errorf("got pods row %q, want DIV_RATE n/a and AUDIT no audit yet", row)
 		}
 		row = lineOf(t, ctl(t, "report"), podB+" ")
-		if strings.Contains(row, "0.00ms") || strings.Contains(row, "0.000%") || strings.Count(row, "n/a") != 5 {
-			t.Errorf("got report row %q, want n/a for the rate and the four latencies", row)
+		if strings.Contains(row, "0.00ms") || strings.Contains(row, "0.000%") || strings.Count(row, "n/a") != 6 {
+			t.Errorf("got report row %q, want n/a for the rate, the contention and the four latencies", row)
 		}
 	})
 
