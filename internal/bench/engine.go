@@ -211,6 +211,7 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 	if st.reg != nil {
 		holdsBefore = gatherHolds(st.reg)
 	}
+	serversBefore := e.meter.sample(ctx)
 	cpuBefore := processCPU()
 	lr := loadgen.Closed(ctx, c, b.Duration, func(ctx context.Context, w int, seq int64) error {
 		req := tandem.ReserveRequest{
@@ -229,12 +230,14 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 		return err
 	})
 	res.perOp(cpuBefore, processCPU(), lr.Ops)
+	serversAfter := e.meter.sample(context.WithoutCancel(ctx))
 	if msg := firstErr.Load(); msg != nil {
 		res.FirstError = *msg
 	}
 	res.OpsPerSec = lr.OpsPerSec
 	res.P50MS, res.P99MS, res.P999MS = ms(lr.P50), ms(lr.P99), ms(lr.P999)
 	res.Errors, res.Refused = lr.Errors, refused.Load()
+	res.costPerOp(e.meter, serversBefore, serversAfter, lr.Ops, hostCores())
 	if st.reg != nil {
 		measured := gatherHolds(st.reg).since(holdsBefore)
 		res.ConnHoldMS, res.ConnHoldP99MS = measured.meansMS(), measured.quantilesMS(0.99)

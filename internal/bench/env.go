@@ -57,10 +57,13 @@ type env struct {
 	redis   Redis
 	prefix  string
 	cleanup []func()
+	// meter samples the servers' cost around each cell.
+	meter *serverMeter
 }
 
 func newEnv(ctx context.Context, mysqlDSN string, latency time.Duration, rt Redis) (*env, error) {
-	e := &env{redis: rt}
+	e := &env{redis: rt, meter: newServerMeter(mysqlDSN, rt)}
+	e.cleanup = append(e.cleanup, e.meter.close)
 	var err error
 	if e.db, err = scratch.CreateDatabase(ctx, mysqlDSN, scratch.Name("tandem_bench_")); err != nil {
 		return nil, fmt.Errorf("bench needs MySQL: %w", err)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,3 +31,35 @@ func SetMode(ctx context.Context, admin, token, pod string, mode tandem.Mode) er
 	defer c.close()
 	return c.setMode(ctx, mode)
 }
+
+// StatCPU parses /proc/<pid>/stat contents into user and system CPU.
+func StatCPU(stat []byte) (user, sys time.Duration, err error) {
+	c, err := statCPU(stat)
+	return c.user, c.sys, err
+}
+
+// ListenInodes parses a /proc/net/tcp table for the listeners of port.
+var ListenInodes = listenInodes
+
+// CPUBoundLimit is cores x 1 s / CPU per op.
+var CPUBoundLimit = cpuBoundLimit
+
+// ServerSample is a sample of the servers' figures, as the meter takes it.
+type ServerSample struct {
+	MySQLCPU, RedisCPU time.Duration // user + system, split evenly
+	Status             map[string]float64
+	RedisCommands      float64
+}
+
+// CostPerOp sets r's server cost from two samples of servers on this host.
+func CostPerOp(r *Result, before, after ServerSample, ops int64, cores int) {
+	conv := func(s ServerSample) serverSample {
+		return serverSample{mysqlCPU: cpuTime{user: s.MySQLCPU / 2, sys: s.MySQLCPU - s.MySQLCPU/2}, mysqlOK: s.MySQLCPU > 0,
+			redisCPU: cpuTime{user: s.RedisCPU}, redisOK: s.RedisCPU > 0,
+			status: s.Status, redisCmds: s.RedisCommands, redisCmdsOK: s.RedisCommands > 0}
+	}
+	r.costPerOp(&serverMeter{}, conv(before), conv(after), ops, cores)
+}
+
+// LocalPID finds the process of this host listening at addr.
+var LocalPID = localPID

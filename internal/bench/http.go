@@ -353,11 +353,19 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, load cel
 	l.refused.Store(0)
 	gather := c.t.metrics // nil for a remote server: no hold figures
 	holdsBefore := gatherHoldsOf(gather)
+	var serversBefore serverSample
+	if c.t.meter != nil {
+		serversBefore = c.t.meter.sample(ctx)
+	}
 	cpuBefore := processCPU()
 	lr := load.run(ctx, b.Duration, l.op("m", load.concurrency))
 	res.perOp(cpuBefore, processCPU(), lr.Ops)
 	if err := ctx.Err(); err != nil {
 		return res, err
+	}
+	res.OpsPerSec = lr.OpsPerSec
+	if c.t.meter != nil {
+		res.costPerOp(c.t.meter, serversBefore, c.t.meter.sample(ctx), lr.Ops, hostCores())
 	}
 	after, err := c.settledReport(ctx)
 	if err != nil {
