@@ -63,3 +63,6 @@ func CostPerOp(r *Result, before, after ServerSample, ops int64, cores int) {
 
 // LocalPID finds the process of this host listening at addr.
 var LocalPID = localPID
+
+// LatencyHonest judges the proxy's added round trip against the asked one.
+var LatencyHonest = latencyHonest

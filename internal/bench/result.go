@@ -23,7 +23,11 @@ type Result struct {
 	// MySQLRoundTripMS is the round trip measured through the latency
 	// proxy (median of SELECT 1 on one connection), when there is one.
 	MySQLRoundTripMS float64 `json:"mysql_round_trip_ms,omitempty"`
-	MaxConns         int     `json:"mysql_max_conns,omitempty"`
+	// MySQLDirectRoundTripMS is the same round trip straight to the
+	// server, measured beside it: the proxy adds the difference (within
+	// 20% of 2 x MySQLLatencyMS, or the bench says so).
+	MySQLDirectRoundTripMS float64 `json:"mysql_direct_round_trip_ms,omitempty"`
+	MaxConns               int     `json:"mysql_max_conns,omitempty"`
 	// MaxInflight is the mysql engine's admission: how many reserves it
 	// ran at once, the others queued first in, first out.
 	MaxInflight int                `json:"mysql_max_inflight,omitempty"`

@@ -118,3 +118,21 @@ func TestLocalPIDNotOnThisHost(t *testing.T) {
 		t.Errorf("got %v, want not on this host", err)
 	}
 }
+
+func TestLatencyHonest(t *testing.T) {
+	for _, tc := range []struct {
+		rtt, direct, lat float64
+		want             bool
+	}{
+		{1.1, 0.1, 0.5, true},   // exactly 2 x 0.5 added
+		{1.28, 0.1, 0.5, true},  // 18% over
+		{1.35, 0.1, 0.5, false}, // 25% over
+		{2.4, 0.1, 0.5, false},  // the old proxy's Go timers
+		{0.85, 0.1, 0.5, false}, // 25% under
+		{0.1, 0.1, 0, true},     // no proxy
+	} {
+		if got := bench.LatencyHonest(tc.rtt, tc.direct, tc.lat); got != tc.want {
+			t.Errorf("LatencyHonest(%v, %v, %v): got %v, want %v", tc.rtt, tc.direct, tc.lat, got, tc.want)
+		}
+	}
+}
