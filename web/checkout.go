@@ -299,7 +299,7 @@ func (h *checkoutHandler) answer(w http.ResponseWriter, status int, op tandem.Op
 		outcome = "replayed"
 	}
 	h.metrics.reservation(string(op), outcome, res.Pod, res.SourceOfTruth).Inc()
-	writeJSON(w, status, toReservationJSON(res))
+	writeReservation(w, status, toReservationJSON(res))
 }
 
 // fail writes an error and counts it.
