@@ -140,7 +140,7 @@ func (h *checkoutHandler) ctx(r *http.Request) (context.Context, context.CancelF
 
 func (h *checkoutHandler) reserve(w http.ResponseWriter, r *http.Request) {
 	var body reserveBody
-	if err := decodeJSON(w, r, &body); err != nil {
+	if err := decodeReserve(w, r, &body); err != nil {
 		h.fail(w, r, tandem.OpReserve, err)
 		return
 	}

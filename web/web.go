@@ -131,6 +131,15 @@ func invalid(format string, args ...any) error {
 // application/json, the body at most MaxBodyBytes, one JSON value with no
 // unknown fields and numbers that fit their fields.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkJSONBody(r); err != nil {
+		return err
+	}
+	return decodeStrict(w, r.Body, v)
+}
+
+// checkJSONBody checks what decodeJSON checks before reading the body: its
+// Content-Type, and its Content-Length when the client sent one.
+func checkJSONBody(r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		// The exact type needs no parsing; anything else (parameters, case,
 		// spaces) is parsed.
@@ -142,7 +151,12 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return tooLarge()
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	return nil
+}
+
+// decodeStrict reads body into v as decodeJSON does, after its checks.
+func decodeStrict(w http.ResponseWriter, body io.ReadCloser, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, body, MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
