@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,18 +74,28 @@ func (b *busyPositions) any(keys []tandem.Key) bool {
 // requestKeys returns the positions a reserve may draw from: every group
 // of every line, at most explainKeys.
 func requestKeys(req tandem.ReserveRequest) []tandem.Key {
-	var keys []tandem.Key
-	seen := map[tandem.Key]bool{}
+	return appendRequestKeys(nil, req)
+}
+
+// appendRequestKeys appends requestKeys(req) to dst, each position once in
+// the buyer's order. It runs on every reserve of a shadow mode (occupy), so
+// it allocates nothing when dst has room: a cart has a few positions, and
+// a linear search of those found so far (at most explainKeys) is cheaper
+// than a set.
+func appendRequestKeys(dst []tandem.Key, req tandem.ReserveRequest) []tandem.Key {
+	start := len(dst)
 	for _, l := range req.Lines {
 		for _, g := range l.GroupIDs {
+			if len(dst)-start >= explainKeys {
+				return dst
+			}
 			k := tandem.Key{ShopID: req.ShopID, ItemID: l.ItemID, GroupID: g}
-			if !seen[k] && len(keys) < explainKeys {
-				seen[k] = true
-				keys = append(keys, k)
+			if !slices.Contains(dst[start:], k) {
+				dst = append(dst, k)
 			}
 		}
 	}
-	return keys
+	return dst
 }
 
 // lineKeys returns the positions of held lines.

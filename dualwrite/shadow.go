@@ -44,8 +44,10 @@ type shadowJob struct {
 	// rawCh carries the shadow's first answer, sent once, to a settle that
 	// may answer the buyer from it (nil for a reserve).
 	rawCh chan shadowAnswer
-	// keys are the positions the job keeps busy (occupy) until it is done.
-	keys []tandem.Key
+	// keys are the positions the job keeps busy (occupy) until it is done;
+	// keyBuf holds them for a small cart, without an allocation of their own.
+	keys   []tandem.Key
+	keyBuf [4]tandem.Key
 }
 
 // shadowCall is the operation a shadow job runs on the shadow store: a
@@ -207,7 +209,7 @@ func (r *Router) goShadow(ctx context.Context, o *op, op tandem.Op, call shadowC
 	}
 	job.prev, job.line = r.enqueue(o.ck)
 	if call.settle == nil {
-		job.occupy(requestKeys(call.req))
+		job.occupy(appendRequestKeys(job.keyBuf[:0], call.req))
 	}
 	return job
 }
