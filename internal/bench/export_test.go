@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,3 +68,30 @@ var LocalPID = localPID
 
 // LatencyHonest judges the proxy's added round trip against the asked one.
 var LatencyHonest = latencyHonest
+
+// reserveLine and reserveBody are a reserve as encoding/json writes it:
+// the reference of buyers.appendBody.
+type reserveLine struct {
+	ItemID   int64   `json:"inventory_item_id"`
+	Quantity int64   `json:"quantity"`
+	GroupIDs []int64 `json:"group_ids"`
+}
+
+type reserveBody struct {
+	CartToken string        `json:"cart_token"`
+	ShopID    int64         `json:"shop_id"`
+	Lines     []reserveLine `json:"lines"`
+}
+
+// ReserveBodies returns the body buyers.appendBody writes and the one
+// json.Marshal writes for the same reserve.
+func ReserveBodies(cellID, phase string, shop, itemBase int64, w int, seq int64, lines []tandem.LineRequest) (got, want []byte, err error) {
+	l := &buyers{b: &HTTP{Shop: shop}, cellID: cellID, itemBase: itemBase}
+	got = l.appendBody(nil, phase, w, seq, lines)
+	req := reserveBody{CartToken: fmt.Sprintf("bh-%s-%s-%d-%d", cellID, phase, w, seq), ShopID: shop}
+	for _, ln := range lines {
+		req.Lines = append(req.Lines, reserveLine{ItemID: itemBase + ln.ItemID - 1, Quantity: ln.Quantity, GroupIDs: []int64{1}})
+	}
+	want, err = json.Marshal(req)
+	return got, want, err
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/internal/bench"
 )
 
@@ -133,6 +134,21 @@ func TestLatencyHonest(t *testing.T) {
 	} {
 		if got := bench.LatencyHonest(tc.rtt, tc.direct, tc.lat); got != tc.want {
 			t.Errorf("LatencyHonest(%v, %v, %v): got %v, want %v", tc.rtt, tc.direct, tc.lat, got, tc.want)
+		}
+	}
+}
+
+func TestBuyerBody(t *testing.T) {
+	for _, lines := range [][]tandem.LineRequest{
+		{{ItemID: 1, Quantity: 1}},
+		{{ItemID: 1, Quantity: 3}, {ItemID: 2, Quantity: 2}, {ItemID: 8, Quantity: 2}},
+	} {
+		got, want, err := bench.ReserveBodies("1a2b-3", "m", 1, 1_000_123, 7, 12345, lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
 		}
 	}
 }
