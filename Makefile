@@ -38,6 +38,8 @@ benchmarks:
 	$(GO) build -o $(BIN)/tandem ./cmd/tandem
 	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(BIN)/tandem bench engine --stores redis,mysql,naive --concurrency 1,8,32,128 --duration 5s --json > artifacts/bench-engine-loopback.json
+	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 32 --duration 5s --json > artifacts/bench-engine-loopback-2.json
+	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 32 --duration 5s --json > artifacts/bench-engine-loopback-3.json
 	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 1,8,32,128 --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
 	$(BIN)/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
 	$(BIN)/tandem bench http --modes redis,shadow,mysql --concurrency 32 --compare-engine --duration 5s --json > artifacts/bench-http-closed.json
@@ -45,7 +47,8 @@ benchmarks:
 	$(BIN)/tandem bench http --modes redis --concurrency 1 --compare-engine --duration 5s --json > artifacts/bench-http-c1.json
 	$(BIN)/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
 	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --json > artifacts/bench-backfill.json
-	$(BIN)/tandem bench report --update BENCHMARKS.md artifacts/bench-engine-loopback.json artifacts/bench-engine-latency.json \
+	$(BIN)/tandem bench report --update BENCHMARKS.md artifacts/bench-engine-loopback.json artifacts/bench-engine-loopback-2.json \
+		artifacts/bench-engine-loopback-3.json artifacts/bench-engine-latency.json \
 		artifacts/bench-engine-cart5.json artifacts/bench-http-closed.json artifacts/bench-http-half-mysql.json \
 		artifacts/bench-http-c1.json artifacts/bench-killswitch.json artifacts/bench-backfill.json
 

@@ -10,7 +10,33 @@ import (
 // the HTTP path against the raw engine, and the shadow's buyer p99 in
 // every round.
 func limitFigures(runs []ReportRun) []figure {
-	return []figure{limitFigure(runs), latencyHiddenFigure(runs), httpOverEngineFigure(runs), shadowEveryRoundFigure(runs)}
+	return []figure{limitFigure(runs), everyRunFigure(runs), latencyHiddenFigure(runs), httpOverEngineFigure(runs), shadowEveryRoundFigure(runs)}
+}
+
+// everyRunFigure is mysql against naive at loopback, C=32, in every run
+// that has both cells: at least 3 runs, each at 1.2x or more.
+func everyRunFigure(runs []ReportRun) figure {
+	const name, target = "loopback, C=32: mysql / naive ops/s in every run", ">= 1.2x in each of 3 runs or more"
+	var parts []string
+	met := true
+	for _, r := range runs {
+		m, okm := r.engineCell("mysql", 32, 0)
+		n, okn := r.engineCell("naive", 32, 0)
+		if !okm || !okn {
+			continue
+		}
+		x := ratio(m.OpsPerSec, n.OpsPerSec)
+		met = met && x >= 1.2
+		parts = append(parts, fmt.Sprintf("%.2fx (%s)", x, r.File))
+	}
+	if len(parts) == 0 {
+		return noData(name, target, "runs with mysql and naive engine cells at C=32, loopback")
+	}
+	runsText := fmt.Sprintf("%d runs", len(parts))
+	if len(parts) == 1 {
+		runsText = "1 run"
+	}
+	return judged(name, runsText+": "+strings.Join(parts, ", "), target, met && len(parts) >= 3)
 }
 
 // limitFigure is the mysql engine at loopback, C=32, against its cell's

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -44,6 +45,28 @@ func TestReportLimitFigures(t *testing.T) {
 			t.Errorf("%s: got verdict %q, want %q", tc.figure, got, tc.verdict)
 		}
 	}
+	t.Run("EveryRun", func(t *testing.T) {
+		naive := engine("naive", 0, 700)
+		second, third := loop, loop
+		second.OpsPerSec, third.OpsPerSec = 900, 800
+		var runs []bench.ReportRun
+		for i, m := range []bench.HTTPResult{loop, second, third} {
+			runs = append(runs, bench.ReportRun{File: fmt.Sprintf("loop%d.json", i+1), Cells: []bench.HTTPResult{m, naive}})
+		}
+		name := "loopback, C=32: mysql / naive ops/s in every run"
+		row := figureRow(t, bench.Report(runs), name)
+		if want := "3 runs: 1.43x (loop1.json), 1.29x (loop2.json), 1.14x (loop3.json)"; !strings.Contains(row, want) || verdict(row) != "**not met**" {
+			t.Errorf("got row %q, want %q and not met (the third run is under 1.2x)", row, want)
+		}
+		if row := figureRow(t, bench.Report(runs[:2]), name); verdict(row) != "**not met**" {
+			t.Errorf("got row %q, want not met with 2 runs only", row)
+		}
+		third.OpsPerSec = 850
+		runs[2].Cells[0] = third
+		if row := figureRow(t, bench.Report(runs), name); verdict(row) != "met" {
+			t.Errorf("got row %q, want met", row)
+		}
+	})
 	t.Run("DishonestProxy", func(t *testing.T) {
 		slow := lat
 		slow.MySQLRoundTripMS = 2.4 // the old proxy's Go timers: 2.25 ms added for 1 ms asked
