@@ -32,20 +32,23 @@ run:
 bench:
 	$(GO) run ./cmd/tandem bench engine --concurrency 1,8,32,128 --duration 3s
 
-# benchmarks: run every cell of BENCHMARKS.md (5 s cells, about 6 minutes; run it on a quiet machine), JSON in artifacts/, then regenerate its tables and figures
+# benchmarks: run every cell of BENCHMARKS.md (5 s cells, about 6 minutes; run it on a quiet machine, as root so the servers' CPU is read from /proc), JSON in artifacts/, then regenerate its tables (cost per op on both sides, achieved / CPU-bound limit) and figures
 benchmarks:
 	mkdir -p artifacts
 	$(GO) build -o $(BIN)/tandem ./cmd/tandem
 	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(BIN)/tandem bench engine --stores redis,mysql,naive --concurrency 1,8,32,128 --duration 5s --json > artifacts/bench-engine-loopback.json
+	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 32 --duration 5s --json > artifacts/bench-engine-loopback-2.json
+	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 32 --duration 5s --json > artifacts/bench-engine-loopback-3.json
 	$(BIN)/tandem bench engine --stores mysql,naive --concurrency 1,8,32,128 --duration 5s --mysql-latency 500us --json > artifacts/bench-engine-latency.json
 	$(BIN)/tandem bench engine --stores mysql,naive --items 8 --cart-size 5 --concurrency 32 --duration 5s --json > artifacts/bench-engine-cart5.json
-	$(BIN)/tandem bench http --modes redis,shadow,mysql --concurrency 32 --duration 5s --json > artifacts/bench-http-closed.json
+	$(BIN)/tandem bench http --modes redis,shadow,mysql --concurrency 32 --compare-engine --duration 5s --json > artifacts/bench-http-closed.json
 	$(BIN)/tandem bench http --modes redis,shadow --rate-of-mysql 0.5 --repeat 3 --concurrency 32 --duration 5s --json > artifacts/bench-http-half-mysql.json
 	$(BIN)/tandem bench http --modes redis --concurrency 1 --compare-engine --duration 5s --json > artifacts/bench-http-c1.json
 	$(BIN)/tandem bench http --killswitch 200 --json > artifacts/bench-killswitch.json
 	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --json > artifacts/bench-backfill.json
-	$(BIN)/tandem bench report --update BENCHMARKS.md artifacts/bench-engine-loopback.json artifacts/bench-engine-latency.json \
+	$(BIN)/tandem bench report --update BENCHMARKS.md artifacts/bench-engine-loopback.json artifacts/bench-engine-loopback-2.json \
+		artifacts/bench-engine-loopback-3.json artifacts/bench-engine-latency.json \
 		artifacts/bench-engine-cart5.json artifacts/bench-http-closed.json artifacts/bench-http-half-mysql.json \
 		artifacts/bench-http-c1.json artifacts/bench-killswitch.json artifacts/bench-backfill.json
 
@@ -66,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCartToken$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/tandem/
 	$(GO) test -run '^$$' -fuzz '^FuzzReserveDecode$$' -fuzztime $(FUZZTIME) ./web/
+	$(GO) test -run '^$$' -fuzz '^FuzzReserveFastPath$$' -fuzztime $(FUZZTIME) ./web/
 
 # fmt: format the tree
 fmt:

@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -244,6 +245,7 @@ func (r *Router) Open() error {
 // work is the convergence worker.
 func (r *Router) work(ctx context.Context) {
 	defer close(r.workerDone)
+	pprof.SetGoroutineLabels(workLabels[workDirty])
 	tick := time.NewTicker(r.ShadowTimeout / 2)
 	defer tick.Stop()
 	nextSweep := time.Now().Add(r.SweepInterval)
@@ -262,9 +264,11 @@ func (r *Router) work(ctx context.Context) {
 			r.flushDirty(ctx)
 		}
 		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
+			pprof.SetGoroutineLabels(workLabels[workSweep])
 			if _, err := r.Sweep(tandem.WithPace(ctx, r.SweepDuty)); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
 			}
+			pprof.SetGoroutineLabels(workLabels[workDirty])
 			nextSweep = time.Now().Add(r.SweepInterval)
 		}
 	}

@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/tandemhq/tandem"
 )
@@ -35,18 +36,26 @@ type verdict struct {
 // requestKeys returns the positions a reserve may draw from: every group
 // of every line, at most explainKeys.
 func requestKeys(req tandem.ReserveRequest) []tandem.Key {
-	var keys []tandem.Key
-	seen := map[tandem.Key]bool{}
+	return appendRequestKeys(nil, req)
+}
+
+// appendRequestKeys appends requestKeys(req) to dst, each position once in
+// the buyer's order: a cart has a few positions, and a linear search of
+// those found so far (at most explainKeys) is cheaper than a set.
+func appendRequestKeys(dst []tandem.Key, req tandem.ReserveRequest) []tandem.Key {
+	start := len(dst)
 	for _, l := range req.Lines {
 		for _, g := range l.GroupIDs {
+			if len(dst)-start >= explainKeys {
+				return dst
+			}
 			k := tandem.Key{ShopID: req.ShopID, ItemID: l.ItemID, GroupID: g}
-			if !seen[k] && len(keys) < explainKeys {
-				seen[k] = true
-				keys = append(keys, k)
+			if !slices.Contains(dst[start:], k) {
+				dst = append(dst, k)
 			}
 		}
 	}
-	return keys
+	return dst
 }
 
 // positionView is one position as the ledger and both stores count it.

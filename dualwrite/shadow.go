@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -225,6 +226,7 @@ func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 // answered p (havePrimary) or its answer was lost.
 func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	o, op, base := j.o, j.op, j.base
+	pprof.SetGoroutineLabels(workLabels[workShadow])
 	defer r.wg.Done()
 	defer r.pending.Add(-1)
 	defer o.unref()

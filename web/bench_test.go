@@ -36,6 +36,7 @@ func BenchmarkCheckoutReserve(b *testing.B) {
 	h := srv.Handler()
 	const body = `{"cart_token":"cart-1","shop_id":1,"ttl_seconds":600,"lines":[{"inventory_item_id":100,"quantity":2,"group_ids":[1,2]}]}`
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/reservations", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

@@ -140,7 +140,7 @@ func (h *checkoutHandler) ctx(r *http.Request) (context.Context, context.CancelF
 
 func (h *checkoutHandler) reserve(w http.ResponseWriter, r *http.Request) {
 	var body reserveBody
-	if err := decodeJSON(w, r, &body); err != nil {
+	if err := decodeReserve(w, r, &body); err != nil {
 		h.fail(w, r, tandem.OpReserve, err)
 		return
 	}
@@ -299,7 +299,7 @@ func (h *checkoutHandler) answer(w http.ResponseWriter, status int, op tandem.Op
 		outcome = "replayed"
 	}
 	h.metrics.reservation(string(op), outcome, res.Pod, res.SourceOfTruth).Inc()
-	writeJSON(w, status, toReservationJSON(res))
+	writeReservation(w, status, toReservationJSON(res))
 }
 
 // fail writes an error and counts it.

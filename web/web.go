@@ -138,6 +138,15 @@ func invalid(format string, args ...any) error {
 // even with DisallowUnknownFields, so the body is decoded with the
 // case-sensitive v2 semantics of go-json-experiment/json.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkJSONBody(r); err != nil {
+		return err
+	}
+	return decodeStrict(w, r.Body, v)
+}
+
+// checkJSONBody checks what decodeJSON checks before reading the body: its
+// Content-Type, and its Content-Length when the client sent one.
+func checkJSONBody(r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		// The exact type needs no parsing; anything else (parameters, case,
 		// spaces) is parsed.
@@ -149,7 +158,12 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return tooLarge()
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	return nil
+}
+
+// decodeStrict reads body into v as decodeJSON does, after its checks.
+func decodeStrict(w http.ResponseWriter, body io.ReadCloser, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

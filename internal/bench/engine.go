@@ -77,7 +77,13 @@ func (b *Engine) Run(ctx context.Context, progress io.Writer) ([]Result, error) 
 	}
 	defer e.close()
 	if e.rttMS > 0 {
-		fmt.Fprintf(progress, "bench: a round trip through the latency proxy takes %.2f ms (%s asked each way)\n", e.rttMS, b.MySQLLatency)
+		lat := float64(b.MySQLLatency.Microseconds()) / 1000
+		verdict := "within 20% of the asked 2 x " + b.MySQLLatency.String()
+		if !latencyHonest(e.rttMS, e.directRTTMS, lat) {
+			verdict = "MORE THAN 20% OFF the asked 2 x " + b.MySQLLatency.String() + ": the latency figures are not the asked ones"
+		}
+		fmt.Fprintf(progress, "bench: round trip (median SELECT 1) %.3f ms through the latency proxy, %.3f ms direct: the proxy adds %.3f ms, %s\n",
+			e.rttMS, e.directRTTMS, e.rttMS-e.directRTTMS, verdict)
 	}
 	var results []Result
 	for _, name := range b.Stores {
@@ -196,7 +202,7 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 		return int64(100000*(cellNo+1) + i)
 	}
 	res := Result{Suite: "engine", Store: name, Items: b.Items, CartSize: b.CartSize, Concurrency: c,
-		MySQLLatencyMS: float64(b.MySQLLatency.Microseconds()) / 1000, MySQLRoundTripMS: e.rttMS, MaxConns: min(c, b.MaxConns)}
+		MySQLLatencyMS: float64(b.MySQLLatency.Microseconds()) / 1000, MySQLRoundTripMS: e.rttMS, MySQLDirectRoundTripMS: e.directRTTMS, MaxConns: min(c, b.MaxConns)}
 	if name == "mysql" {
 		res.MaxInflight = b.inflight(c)
 	}
@@ -211,6 +217,7 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 	if st.reg != nil {
 		holdsBefore = gatherHolds(st.reg)
 	}
+	serversBefore := e.meter.sample(ctx)
 	cpuBefore := processCPU()
 	lr := loadgen.Closed(ctx, c, b.Duration, func(ctx context.Context, w int, seq int64) error {
 		req := tandem.ReserveRequest{
@@ -229,12 +236,14 @@ func (b *Engine) cell(ctx context.Context, e *env, name string, cellNo, c int) (
 		return err
 	})
 	res.perOp(cpuBefore, processCPU(), lr.Ops)
+	serversAfter := e.meter.sample(context.WithoutCancel(ctx))
 	if msg := firstErr.Load(); msg != nil {
 		res.FirstError = *msg
 	}
 	res.OpsPerSec = lr.OpsPerSec
 	res.P50MS, res.P99MS, res.P999MS = ms(lr.P50), ms(lr.P99), ms(lr.P999)
 	res.Errors, res.Refused = lr.Errors, refused.Load()
+	res.costPerOp(e.meter, serversBefore, serversAfter, lr.Ops, hostCores())
 	if st.reg != nil {
 		measured := gatherHolds(st.reg).since(holdsBefore)
 		res.ConnHoldMS, res.ConnHoldP99MS = measured.meansMS(), measured.quantilesMS(0.99)

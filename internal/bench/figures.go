@@ -80,7 +80,8 @@ func figures(runs []ReportRun) []figure {
 	}
 	out = append(out, holdFigure(runs, 0.5))
 	out = append(out, shadowFigures(runs)...)
-	return append(out, addedP50Figure(runs))
+	out = append(out, addedP50Figure(runs))
+	return append(out, limitFigures(runs)...)
 }
 
 // engineFigures are mysql against naive at one latency and concurrency:

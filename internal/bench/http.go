@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,18 +263,6 @@ func (b *HTTP) runCells(ctx context.Context, progress io.Writer) ([]HTTPResult, 
 	return results, nil
 }
 
-type reserveLine struct {
-	ItemID   int64   `json:"inventory_item_id"`
-	Quantity int64   `json:"quantity"`
-	GroupIDs []int64 `json:"group_ids"`
-}
-
-type reserveBody struct {
-	CartToken string        `json:"cart_token"`
-	ShopID    int64         `json:"shop_id"`
-	Lines     []reserveLine `json:"lines"`
-}
-
 // buyers is the reserve load of one cell: each operation posts one cart,
 // an insufficient_inventory answer counts as refused, anything else but a
 // 201 as an error (the first one kept).
@@ -290,18 +278,19 @@ type buyers struct {
 
 func (l *buyers) op(phase string, concurrency int) loadgen.Op {
 	b, url := l.b, "http://"+l.c.t.checkout+"/v1/reservations"
+	// Each buyer builds its bodies in a buffer of its own: the client's
+	// work per request is part of the cell's CPU per op, so it does no
+	// more than a real client must.
+	var bufs sync.Map // worker -> *[]byte
 	return func(ctx context.Context, w int, seq int64) error {
-		lines := cart(b.Items, b.CartSize, int64(w)+seq*int64(concurrency))
-		req := reserveBody{CartToken: fmt.Sprintf("bh-%s-%s-%d-%d", l.cellID, phase, w, seq), ShopID: b.Shop,
-			Lines: make([]reserveLine, len(lines))}
-		for i, ln := range lines {
-			req.Lines[i] = reserveLine{ItemID: l.itemBase + ln.ItemID - 1, Quantity: ln.Quantity, GroupIDs: []int64{1}}
+		v, _ := bufs.Load(w)
+		bp, _ := v.(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+			bufs.Store(w, bp)
 		}
-		body, err := json.Marshal(req)
-		if err != nil {
-			return err
-		}
-		status, err := l.c.post(ctx, url, body)
+		*bp = l.appendBody((*bp)[:0], phase, w, seq, cart(b.Items, b.CartSize, int64(w)+seq*int64(concurrency)))
+		status, err := l.c.post(ctx, url, *bp)
 		var ae *adminclient.Error
 		switch {
 		case err == nil && status == http.StatusCreated:
@@ -317,6 +306,34 @@ func (l *buyers) op(phase string, concurrency int) loadgen.Op {
 		}
 		return err
 	}
+}
+
+// appendBody appends the JSON of a reserve of lines (item ids relative to
+// the cell's itemBase) by buyer w's operation seq of phase: the bytes
+// json.Marshal gives for reserveBody, without reflection.
+func (l *buyers) appendBody(b []byte, phase string, w int, seq int64, lines []tandem.LineRequest) []byte {
+	b = append(b, `{"cart_token":"bh-`...)
+	b = append(b, l.cellID...)
+	b = append(b, '-')
+	b = append(b, phase...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(w), 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `","shop_id":`...)
+	b = strconv.AppendInt(b, l.b.Shop, 10)
+	b = append(b, `,"lines":[`...)
+	for i, ln := range lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"inventory_item_id":`...)
+		b = strconv.AppendInt(b, l.itemBase+ln.ItemID-1, 10)
+		b = append(b, `,"quantity":`...)
+		b = strconv.AppendInt(b, ln.Quantity, 10)
+		b = append(b, `,"group_ids":[1]}`...)
+	}
+	return append(b, "]}"...)
 }
 
 func (l cellLoad) run(ctx context.Context, d time.Duration, op loadgen.Op) loadgen.Result {
@@ -353,11 +370,19 @@ func (b *HTTP) cell(ctx context.Context, c *client, progress io.Writer, load cel
 	l.refused.Store(0)
 	gather := c.t.metrics // nil for a remote server: no hold figures
 	holdsBefore := gatherHoldsOf(gather)
+	var serversBefore serverSample
+	if c.t.meter != nil {
+		serversBefore = c.t.meter.sample(ctx)
+	}
 	cpuBefore := processCPU()
 	lr := load.run(ctx, b.Duration, l.op("m", load.concurrency))
 	res.perOp(cpuBefore, processCPU(), lr.Ops)
 	if err := ctx.Err(); err != nil {
 		return res, err
+	}
+	res.OpsPerSec = lr.OpsPerSec
+	if c.t.meter != nil {
+		res.costPerOp(c.t.meter, serversBefore, c.t.meter.sample(ctx), lr.Ops, hostCores())
 	}
 	after, err := c.settledReport(ctx)
 	if err != nil {

@@ -66,6 +66,12 @@ func (c *client) send(req *http.Request, out any) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if out == nil && resp.StatusCode/100 == 2 {
+		// Nothing to decode: drained (so the connection is reused) without
+		// a buffer of its own.
+		_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, err
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return resp.StatusCode, err

@@ -115,8 +115,8 @@ func writeRun(b *strings.Builder, r ReportRun) {
 			r.Info.StartedAt.Format("2006-01-02 15:04 UTC"), r.Info.Seconds, r.Info.CPUs, r.Info.Load1Start, r.Info.Load1End)
 	}
 	if len(r.Cells) > 0 {
-		b.WriteString("| suite | store/mode | items | cart | C | rate/s | lat ms | ops/s | p50 ms | p99 ms | p99.9 ms | errors | refused | cpu µs/op | reserve hold mean / p99 ms | shadow p99 ms | shadow drops / timeouts |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| suite | store/mode | items | cart | C | rate/s | lat ms | ops/s | p50 ms | p99 ms | p99.9 ms | errors | refused | cpu µs/op | mysqld / redis µs/op | statements / rows read / fsyncs per op | redis commands/op | achieved / CPU-bound limit ops/s | reserve hold mean / p99 ms | shadow p99 ms | shadow drops / timeouts |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Cells {
 			name, hold, shadow, lost := c.Store+c.Mode, "-", "-", "-"
 			if c.Round > 0 {
@@ -132,9 +132,21 @@ func writeRun(b *strings.Builder, r ReportRun) {
 			if c.Rate > 0 {
 				rate = fmt.Sprintf("%.0f", c.Rate)
 			}
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %s | %.1f | %.0f | %.2f | %.2f | %.2f | %d | %d | %.0f | %s | %s | %s |\n",
+			sc := c.ServerCost
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %s | %.1f | %.0f | %.2f | %.2f | %.2f | %d | %d | %.0f | %s / %s | %s / %s / %s | %s | %s | %s | %s | %s |\n",
 				c.Suite, name, c.Items, c.CartSize, c.Concurrency, rate, c.MySQLLatencyMS, c.OpsPerSec, c.P50MS, c.P99MS, c.P999MS,
-				c.Errors, c.Refused, c.CPUUSPerOp, hold, shadow, lost)
+				c.Errors, c.Refused, c.CPUUSPerOp, optText(sc.MySQLCPUUSPerOp, "%.0f"), optText(sc.RedisCPUUSPerOp, "%.0f"),
+				optText(sc.MySQLStatementsPerOp, "%.1f"), optText(sc.MySQLRowsReadPerOp, "%.1f"), optText(sc.MySQLFsyncsPerOp, "%.2f"),
+				optText(sc.RedisCommandsPerOp, "%.1f"), sc.limitText(), hold, shadow, lost)
+		}
+	}
+	if len(r.Cells) > 0 {
+		plain := make([]Result, len(r.Cells))
+		for i, c := range r.Cells {
+			plain[i] = c.Result
+		}
+		if notes := serverNotes(plain); notes != "" {
+			fmt.Fprintf(b, "\n%s\n\n", notes)
 		}
 	}
 	for _, k := range r.KillSwitch {

@@ -23,7 +23,11 @@ type Result struct {
 	// MySQLRoundTripMS is the round trip measured through the latency
 	// proxy (median of SELECT 1 on one connection), when there is one.
 	MySQLRoundTripMS float64 `json:"mysql_round_trip_ms,omitempty"`
-	MaxConns         int     `json:"mysql_max_conns,omitempty"`
+	// MySQLDirectRoundTripMS is the same round trip straight to the
+	// server, measured beside it: the proxy adds the difference (within
+	// 20% of 2 x MySQLLatencyMS, or the bench says so).
+	MySQLDirectRoundTripMS float64 `json:"mysql_direct_round_trip_ms,omitempty"`
+	MaxConns               int     `json:"mysql_max_conns,omitempty"`
 	// MaxInflight is the mysql engine's admission: how many reserves it
 	// ran at once, the others queued first in, first out.
 	MaxInflight int                `json:"mysql_max_inflight,omitempty"`
@@ -56,6 +60,9 @@ type Result struct {
 	CPUUSPerOp     float64 `json:"cpu_us_per_op"`
 	CPUUserUSPerOp float64 `json:"cpu_user_us_per_op"`
 	CPUSysUSPerOp  float64 `json:"cpu_sys_us_per_op"`
+	// ServerCost is the servers' side of the cost per operation and the
+	// cell's CPU-bound limit.
+	ServerCost
 }
 
 // PrintResults prints the cells as a table, or as JSON with the run's
@@ -65,14 +72,18 @@ func PrintResults(w io.Writer, run *RunInfo, results []Result, asJSON bool) erro
 		return printJSON(w, run, results)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\tcpu_us/op\t")
+	fmt.Fprintln(tw, "suite\tstore/mode\titems\tcart\tconc\tlat_ms\tops/s\tp50_ms\tp99_ms\tp99.9_ms\terrors\trefused\tcpu_us/op\t"+
+		"mysqld_us/op\tredis_us/op\tstmts/op\trows/op\tfsyncs/op\tredis_cmds/op\tachieved/cpu_limit\t")
 	for _, r := range results {
 		name := r.Store
 		if name == "" {
 			name = r.Mode
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.0f\t\n", r.Suite, name, r.Items, r.CartSize,
-			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused, r.CPUUSPerOp)
+		c := r.ServerCost
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Suite, name, r.Items, r.CartSize,
+			r.Concurrency, r.MySQLLatencyMS, r.OpsPerSec, r.P50MS, r.P99MS, r.P999MS, r.Errors, r.Refused, r.CPUUSPerOp,
+			optText(c.MySQLCPUUSPerOp, "%.0f"), optText(c.RedisCPUUSPerOp, "%.0f"), optText(c.MySQLStatementsPerOp, "%.1f"),
+			optText(c.MySQLRowsReadPerOp, "%.1f"), optText(c.MySQLFsyncsPerOp, "%.2f"), optText(c.RedisCommandsPerOp, "%.1f"), c.limitText())
 	}
 	for _, r := range results {
 		if r.FirstError != "" {
@@ -81,6 +92,9 @@ func PrintResults(w io.Writer, run *RunInfo, results []Result, asJSON bool) erro
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if notes := serverNotes(results); notes != "" {
+		fmt.Fprintln(w, notes)
 	}
 	for _, r := range results {
 		if len(r.ConnHoldMS) == 0 {
@@ -112,3 +126,37 @@ func printJSON(w io.Writer, run *RunInfo, results any) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// optText prints *v with format, or "-" when v is nil (not measured).
+func optText(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// serverNotes says, once per run, which server's CPU was not measured and
+// why, and how the limit is computed.
+func serverNotes(results []Result) string {
+	var notes []string
+	seen := map[string]bool{}
+	for _, r := range results {
+		for _, n := range []string{r.MySQLCPUNote, r.RedisCPUNote} {
+			if n == "" || seen[n] {
+				continue
+			}
+			seen[n] = true
+			notes = append(notes, n)
+		}
+	}
+	for _, r := range results {
+		if r.Cores > 0 {
+			notes = append(notes, fmt.Sprintf("cpu_limit: %d cores x 1 s / (bench + mysqld + redis CPU per op); the servers' CPU and counters are global (other clients of the servers count too)", r.Cores))
+			break
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "servers: " + strings.Join(notes, "; ")
+}

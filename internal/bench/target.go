@@ -85,7 +85,9 @@ type target struct {
 	restart func(ctx context.Context) error
 	// metrics, when set, gathers the in-process server's metrics.
 	metrics func() prometheus.Gatherer
-	close   func()
+	// meter, when set, samples the in-process server's MySQL and Redis.
+	meter *serverMeter
+	close func()
 }
 
 // remoteTarget reads the running server's addresses and resolves the pod.
@@ -218,7 +220,7 @@ func localTarget(ctx context.Context, start StartFunc, mysqlDSN string, rt Redis
 	if err != nil {
 		return nil, err
 	}
-	t := &target{adminToken: randomHex(16), pod: srv.spec.Pod}
+	t := &target{adminToken: randomHex(16), pod: srv.spec.Pod, meter: srv.env.meter}
 	var m Server
 	t.restart = func(ctx context.Context) error {
 		if m != nil {

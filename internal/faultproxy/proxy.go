@@ -143,8 +143,9 @@ type chunk struct {
 	data []byte
 }
 
-// pipe copies src to dst, holding each chunk until its delay has passed;
-// chunks stay in order and the delay is pipelined, not added per chunk.
+// pipe copies src to dst, holding each chunk until its delay has passed
+// (to within tens of microseconds on Linux: preciseWaiter); chunks stay in
+// order and the delay is pipelined, not added per chunk.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	queue := make(chan chunk, 1024)
 	go func() {
@@ -162,9 +163,15 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			}
 		}
 	}()
+	// The first delayed chunk sets up the precise waiter (it locks this
+	// goroutine's thread): a proxy without latency keeps plain goroutines.
+	var wait func(time.Time)
 	for c := range queue {
-		if wait := time.Until(c.at); wait > 0 {
-			time.Sleep(wait)
+		if time.Until(c.at) > 0 {
+			if wait == nil {
+				wait = preciseWaiter()
+			}
+			wait(c.at)
 		}
 		if _, err := dst.Write(c.data); err != nil {
 			src.Close()
