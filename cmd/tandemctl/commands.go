@@ -28,7 +28,7 @@ var commands = []*command{
 		summary: "show the kill switch", setup: showKillSwitchCmd},
 	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--limit N]",
 		summary: "list recent divergences, newest first", setup: divergencesCmd},
-	{name: "report", usage: "report",
+	{name: "report", usage: "report [--watch [--interval 2s]]",
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
 	{name: "audit", usage: "audit POD [--reason R] [--fail-on-drift]",
 		summary: "run a pod's drift audit now", setup: auditCmd},
@@ -38,7 +38,7 @@ var commands = []*command{
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "instances", usage: "instances",
 		summary: "list running serve instances and their control version", setup: instancesCmd},
-	{name: "plan", usage: "plan [start|pause|resume|abort --reason R | approve|skip POD --reason R]",
+	{name: "plan", usage: "plan [--watch] [start|pause|resume|abort --reason R | approve|skip POD --reason R]",
 		summary: "show the pod-by-pod rollout plan, or start, pause, resume, abort it, approve or skip a pod", setup: planCmd},
 	{name: "capture", usage: "capture POD --for 10m [--max-ops N] [--reason R] | capture [list] | capture get ID -o FILE",
 		summary: "record a pod's traffic for a rehearsal (tandem replay), list the captures, or download one", setup: captureCmd},
@@ -49,22 +49,12 @@ var commands = []*command{
 }
 
 func podsCmd(fs *flag.FlagSet) runFunc {
-	watch := fs.Bool("watch", false, "refresh every --interval until interrupted (Ctrl-C)")
-	interval := fs.Duration("interval", DefaultWatchInterval, "time between refreshes with --watch")
+	run := watchFlags(fs, "pods")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) > 1 {
 			return usagef("pods takes at most one POD, got %d arguments", len(args))
 		}
-		if !*watch {
-			if flagSet(fs, "interval") {
-				return usagef("--interval needs --watch (pods --watch --interval %s)", *interval)
-			}
-			return showPods(ctx, c, args)
-		}
-		if *interval <= 0 {
-			return usagef("--interval must be > 0, got %s", *interval)
-		}
-		return watchPods(ctx, c, *interval, func(ctx context.Context) error { return showPods(ctx, c, args) })
+		return run(ctx, c, func(ctx context.Context) error { return showPods(ctx, c, args) })
 	}
 }
 
@@ -245,18 +235,21 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 }
 
 func reportCmd(fs *flag.FlagSet) runFunc {
+	run := watchFlags(fs, "report")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 0 {
 			return usagef("report takes no arguments")
 		}
-		var ans struct {
-			Pods []tandem.Report `json:"pods"`
-		}
-		if ok, err := c.call(ctx, http.MethodGet, "/admin/report", nil, nil, &ans); !ok {
-			return err
-		}
-		printReport(c.stdout, ans.Pods)
-		return nil
+		return run(ctx, c, func(ctx context.Context) error {
+			var ans struct {
+				Pods []tandem.Report `json:"pods"`
+			}
+			if ok, err := c.call(ctx, http.MethodGet, "/admin/report", nil, nil, &ans); !ok {
+				return err
+			}
+			printReport(c.stdout, ans.Pods)
+			return nil
+		})
 	}
 }
 

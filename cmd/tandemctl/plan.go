@@ -48,17 +48,23 @@ func planCmd(fs *flag.FlagSet) runFunc {
 	finalMode := fs.String("final-mode", "", "start: mysql or mysql_only (default from the config)")
 	parallel := fs.Int("parallel", 0, "start: at most this many pods in transition (default from the config)")
 	approval := fs.String("approval", "", "start: true to wait for 'plan approve POD' before each promotion")
+	run := watchFlags(fs, "plan")
 	return func(ctx context.Context, c *client, args []string) error {
 		var st tandem.Plan
 		if len(args) == 0 {
 			if *reason != "" {
 				return usagef("--reason goes with an action")
 			}
-			if ok, err := c.call(ctx, http.MethodGet, "/admin/plan", nil, nil, &st); !ok {
-				return err
-			}
-			printPlan(c.stdout, st, time.Now())
-			return nil
+			return run(ctx, c, func(ctx context.Context) error {
+				if ok, err := c.call(ctx, http.MethodGet, "/admin/plan", nil, nil, &st); !ok {
+					return err
+				}
+				printPlan(c.stdout, st, time.Now())
+				return nil
+			})
+		}
+		if flagSet(fs, "watch") || flagSet(fs, "interval") {
+			return usagef("--watch shows the plan; it does not go with plan %s", args[0])
 		}
 		path, known := planActions[args[0]]
 		if !known {

@@ -203,7 +203,7 @@ func TestPlanUsage(t *testing.T) {
 	}
 	t.Run("HelpListsPlan", func(t *testing.T) {
 		code, stdout, _ := run(t, map[string]string{}, "help")
-		if code != 0 || !strings.Contains(stdout, "plan [start|pause|resume|abort --reason R | approve|skip POD --reason R]") {
+		if code != 0 || !strings.Contains(stdout, "plan [--watch] [start|pause|resume|abort --reason R | approve|skip POD --reason R]") {
 			t.Errorf("got code %d stdout %q, want 0 and the plan command", code, stdout)
 		}
 	})

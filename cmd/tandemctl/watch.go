@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,6 +63,26 @@ func watchPods(ctx context.Context, c *client, interval time.Duration, show func
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// watchFlags adds --watch and --interval to a command that shows
+// something, and returns how to run its show: once, or every interval
+// until Ctrl-C (watchPods). --interval without --watch is a usage error.
+func watchFlags(fs *flag.FlagSet, name string) func(ctx context.Context, c *client, show func(context.Context) error) error {
+	watch := fs.Bool("watch", false, "refresh every --interval until interrupted (Ctrl-C)")
+	interval := fs.Duration("interval", DefaultWatchInterval, "time between refreshes with --watch")
+	return func(ctx context.Context, c *client, show func(context.Context) error) error {
+		if !*watch {
+			if flagSet(fs, "interval") {
+				return usagef("--interval needs --watch (%s --watch --interval %s)", name, *interval)
+			}
+			return show(ctx)
+		}
+		if *interval <= 0 {
+			return usagef("--interval must be > 0, got %s", *interval)
+		}
+		return watchPods(ctx, c, *interval, show)
 	}
 }
 
