@@ -187,7 +187,10 @@ func TestController_UnkillHolds(t *testing.T) {
 			t.Errorf("got abort %+v, want it armed, counted since the unkill at %s", st.Abort, unkilledAt.UTC())
 		}
 		// The gates count from the unkill too; the report keeps the window.
-		if n, _ := cmp.GateStats("pod-a"); n >= int64(3*time.Minute/(400*time.Millisecond))+1 {
+		// A tick of the traffic may land at the very instant of the unkill
+		// and of the read (synctest runs either first): 449 ticks in
+		// between, and at most those two.
+		if n, _ := cmp.GateStats("pod-a"); n > int64(3*time.Minute/(400*time.Millisecond))+1 {
 			t.Errorf("got %d comparisons in the gates, want only those since the unkill", n)
 		}
 		if r := cmp.Report("pod-a", tandem.ModeMySQL); r.Divergences[tandem.KindOutcomeMismatch] == 0 {
