@@ -188,6 +188,9 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 			return false
 		}
 		p.Passed = true
+		if !c.rehearsed(d, p) {
+			return false
+		}
 		if d.Settings.Approval && !p.Approved {
 			p.Step, p.Waiting = tandem.StepAwaitingApproval, "awaiting approval: tandemctl plan approve "+p.Pod
 			return false
