@@ -81,11 +81,12 @@ type podRehearsal struct {
 // rehearsalRun is one rehearsal of a pod's capture.
 type rehearsalRun struct {
 	// key is the plan, pod, capture and settings it rehearses.
-	key  string
-	done bool
-	res  RehearsalResult
-	err  error
-	at   time.Time
+	key    string
+	cancel context.CancelFunc
+	done   bool
+	res    RehearsalResult
+	err    error
+	at     time.Time
 }
 
 // rehearsed reports whether p's latest capture was rehearsed and held.
@@ -122,7 +123,9 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 	if r := c.rehearsals[p.Pod]; r != nil {
 		switch {
 		case !r.done && r.key != key:
-			return wait(id, "another rehearsal of "+p.Pod+" still runs")
+			// It rehearses an older capture, or for an older plan.
+			r.cancel()
+			return wait(id, "stopping the rehearsal of an older capture of "+p.Pod)
 		case r.key != key:
 		case !r.done:
 			return wait(id, running)
@@ -138,17 +141,25 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 			return false
 		}
 	}
-	c.rehearsals[p.Pod] = &rehearsalRun{key: key}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.rehearsals[p.Pod] = &rehearsalRun{key: key, cancel: cancel}
 	c.wg.Add(1)
-	go c.rehearse(key, p.Pod, id, set.RehearsalSpeed)
+	go c.rehearse(ctx, cancel, key, p.Pod, id, set.RehearsalSpeed)
 	return wait(id, running)
 }
 
 // rehearse runs one rehearsal and records its answer.
-func (c *Controller) rehearse(key, pod, id string, speed float64) {
+func (c *Controller) rehearse(ctx context.Context, cancel context.CancelFunc, key, pod, id string, speed float64) {
 	defer c.wg.Done()
-	res, err := c.Rehearser.Rehearse(c.ctx, id, speed)
-	if c.ctx.Err() != nil {
+	defer cancel()
+	res, err := c.Rehearser.Rehearse(ctx, id, speed)
+	if ctx.Err() != nil {
+		// Closed, or superseded by a newer capture or plan.
+		c.rehearseMu.Lock()
+		if r := c.rehearsals[pod]; r != nil && r.key == key {
+			delete(c.rehearsals, pod)
+		}
+		c.rehearseMu.Unlock()
 		return
 	}
 	c.rehearseMu.Lock()

@@ -21,10 +21,12 @@ type fakeRehearser struct {
 	hold     bool
 	release  chan struct{}
 	asked    chan string
+	// stopped receives the captures whose rehearsal was cancelled.
+	stopped chan string
 }
 
 func newFakeRehearser() *fakeRehearser {
-	return &fakeRehearser{captures: map[string]string{}, release: make(chan struct{}), asked: make(chan string, 64)}
+	return &fakeRehearser{captures: map[string]string{}, release: make(chan struct{}), asked: make(chan string, 64), stopped: make(chan string, 64)}
 }
 
 func (f *fakeRehearser) LatestCapture(pod string) (string, bool) {
@@ -43,6 +45,7 @@ func (f *fakeRehearser) Rehearse(ctx context.Context, id string, speed float64) 
 		select {
 		case <-f.release:
 		case <-ctx.Done():
+			f.stopped <- id
 			return rollout.RehearsalResult{}, ctx.Err()
 		}
 	}
@@ -197,6 +200,43 @@ func TestController_PlanRehearsal(t *testing.T) {
 		recv(t, e.ended, "the end of the second rehearsal")
 		if e.stepPlan(t); e.ctl.Mode("pod-b") != tandem.ModeMySQL {
 			t.Fatalf("got %s, want mysql once a rehearsal held", e.ctl.Mode("pod-b"))
+		}
+	})
+
+	t.Run("NewCaptureStopsTheOldRehearsal", func(t *testing.T) {
+		e := newRehearsalEnv(t, shadow...)
+		e.r.set(func(f *fakeRehearser) { f.captures["pod-b"], f.res, f.hold = "cap-1", held, true })
+		for range 3 {
+			e.stepPlan(t)
+		}
+		recv(t, e.r.asked, "the rehearsal of cap-1")
+		e.r.set(func(f *fakeRehearser) { f.captures["pod-b"] = "cap-2" })
+		if w := waiting(e.stepPlan(t), "pod-b"); !strings.Contains(w, "stopping the rehearsal of an older capture") {
+			t.Fatalf("got waiting %q, want the old rehearsal stopping", w)
+		}
+		if id := recv(t, e.r.stopped, "the rehearsal of cap-1 stopped"); id != "cap-1" {
+			t.Fatalf("stopped %s, want cap-1", id)
+		}
+		// The stopped rehearsal gives up its place: the next turns start
+		// the new one.
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == ""; {
+			if time.Now().After(deadline) {
+				t.Fatal("never: a rehearsal of cap-2")
+			}
+			e.stepPlan(t)
+			select {
+			case id = <-e.r.asked:
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if id != "cap-2" {
+			t.Fatalf("rehearsed %s, want cap-2", id)
+		}
+		close(e.r.release)
+		recv(t, e.ended, "the end of the rehearsal of cap-2")
+		if e.stepPlan(t); e.ctl.Mode("pod-b") != tandem.ModeMySQL {
+			t.Fatalf("got %s, want mysql once cap-2 held", e.ctl.Mode("pod-b"))
 		}
 	})
 
