@@ -22,10 +22,9 @@ import (
 func TestE2EPlanRehearsal(t *testing.T) {
 	testenv.RequireIntegration(t)
 	cfg, _ := MustConfig(t)
-	cfg.Rollout.GateMinComparisons = 0
-	// The shadow's latency on a shared test machine is no subject here.
-	cfg.Rollout.GateMaxP99Factor, cfg.Rollout.GateMySQLP99Max = 0, 0
-	cfg.Rollout.AbortDivergenceRate = 0
+	// The shadow's latency on a shared test machine is no subject here:
+	// only the rehearsal judges MySQL.
+	latencyBlindGates(&cfg)
 	cfg.Rollout.Plan.Rehearsal.Server = testenv.RootDSN()
 	core, logs := observer.New(zapcore.InfoLevel)
 	in := MustRunMain(t, cfg, func(m *main.Main) { m.PlanInterval, m.Logger = 50*time.Millisecond, zap.New(core) })
@@ -68,6 +67,14 @@ func TestE2EPlanRehearsal(t *testing.T) {
 	for i := range 8 {
 		api.call(http.MethodPost, "/v1/reservations", cart(fmt.Sprintf("e2e-rh-%d", i), shopA, line(700, 1, 1)))
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("PLAN: %v", adm.must(http.MethodGet, "/admin/plan", nil, http.StatusOK))
+			for _, e := range logs.All() {
+				t.Logf("log: %s %v", e.Message, e.ContextMap())
+			}
+		}
+	})
 	eventually(t, podA+" promoted once its rehearsal held", func() bool {
 		return podStatus(adm, podA)["mode"] == "mysql"
 	})
