@@ -24,6 +24,10 @@ const planAuditTimeout = 10 * time.Minute
 func (c *Controller) StepPlan(ctx context.Context) error {
 	doc, rec, err := c.loadPlan(ctx)
 	if err != nil || doc.Phase != tandem.PlanRunning && doc.Phase != tandem.PlanPaused {
+		if err == nil {
+			// An aborted or done plan rehearses nothing more.
+			c.stopRehearsals()
+		}
 		return err
 	}
 	now := c.Now()

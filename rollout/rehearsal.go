@@ -177,6 +177,17 @@ func (c *Controller) rehearse(ctx context.Context, cancel context.CancelFunc, ke
 	c.changed(e)
 }
 
+// stopRehearsals cancels the rehearsals that run.
+func (c *Controller) stopRehearsals() {
+	c.rehearseMu.Lock()
+	defer c.rehearseMu.Unlock()
+	for _, r := range c.rehearsals {
+		if !r.done {
+			r.cancel()
+		}
+	}
+}
+
 // judgeRehearsal is the gate's verdict on a rehearsal of capture id.
 func judgeRehearsal(id string, res RehearsalResult, set PlanSettings) *podRehearsal {
 	r := &podRehearsal{Capture: id, State: tandem.GatePass, P99MS: ms(res.P99)}

@@ -240,6 +240,22 @@ func TestController_PlanRehearsal(t *testing.T) {
 		}
 	})
 
+	t.Run("AbortStopsTheRehearsal", func(t *testing.T) {
+		e := newRehearsalEnv(t, shadow...)
+		e.r.set(func(f *fakeRehearser) { f.captures["pod-b"], f.res, f.hold = "cap-1", held, true })
+		for range 3 {
+			e.stepPlan(t)
+		}
+		recv(t, e.r.asked, "the rehearsal of cap-1")
+		if _, err := e.ctl.AbortPlan(context.Background(), why); err != nil {
+			t.Fatal(err)
+		}
+		e.stepPlan(t)
+		if id := recv(t, e.r.stopped, "the rehearsal stopped by the abort"); id != "cap-1" {
+			t.Fatalf("stopped %s, want cap-1", id)
+		}
+	})
+
 	t.Run("ErrorIsTriedAgain", func(t *testing.T) {
 		e := newRehearsalEnv(t, shadow...)
 		e.r.set(func(f *fakeRehearser) {
