@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -125,12 +126,12 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 		case !r.done && r.key != key:
 			// It rehearses an older capture, or for an older plan.
 			r.cancel()
-			return wait(id, "stopping the rehearsal of an older capture of "+p.Pod)
+			return wait(id, "stopping the rehearsal of an older capture (or plan) of "+p.Pod)
 		case r.key != key:
 		case !r.done:
 			return wait(id, running)
 		case r.err != nil && c.Now().Sub(r.at) < rehearsalRetryEvery:
-			return wait(id, fmt.Sprintf("capture %s could not be rehearsed: %s; trying again", id, tandem.ErrorMessage(r.err)))
+			return wait(id, fmt.Sprintf("capture %s could not be rehearsed: %s; trying again", id, rehearsalError(r.err)))
 		case r.err == nil:
 			delete(c.rehearsals, p.Pod)
 			p.Rehearsal = judgeRehearsal(id, r.res, set)
@@ -170,11 +171,22 @@ func (c *Controller) rehearse(ctx context.Context, cancel context.CancelFunc, ke
 	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorPlan, Action: ActionPlanRehearsal, Pod: pod,
 		Before: fmt.Sprintf("capture %s at %gx", id, speed), After: "ran"}
 	if err != nil {
-		e.Reason, e.After = "could not rehearse: "+tandem.ErrorMessage(err), "error"
+		e.Reason, e.After = "could not rehearse: "+rehearsalError(err), "error"
 	} else {
 		e.Reason = fmt.Sprintf("%d ops, p99 %s, %d errors, %d broken invariants", res.Ops, msText(ms(res.P99)), res.Errors, res.Violations)
 	}
 	c.changed(e)
+}
+
+// rehearsalError says why a rehearsal could not run: the replay's own
+// errors (the scratch database's server refused, the capture's file is
+// gone) are what the operator must act on, so they are shown as they are.
+func rehearsalError(err error) string {
+	var e *tandem.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
 }
 
 // stopRehearsals cancels the rehearsals that run.

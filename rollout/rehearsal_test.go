@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -259,7 +260,7 @@ func TestController_PlanRehearsal(t *testing.T) {
 	t.Run("ErrorIsTriedAgain", func(t *testing.T) {
 		e := newRehearsalEnv(t, shadow...)
 		e.r.set(func(f *fakeRehearser) {
-			f.captures["pod-b"], f.err = "cap-1", tandem.Errorf(tandem.EUNAVAILABLE, "no scratch database")
+			f.captures["pod-b"], f.err = "cap-1", errors.New("no scratch database")
 		})
 		for range 3 {
 			e.stepPlan(t)
@@ -271,6 +272,17 @@ func TestController_PlanRehearsal(t *testing.T) {
 		}
 		if e.ctl.Mode("pod-b") != tandem.ModeShadow {
 			t.Fatalf("got %s, want shadow", e.ctl.Mode("pod-b"))
+		}
+		recv(t, e.r.asked, "the rehearsal that failed")
+		// Tried again after a while, and this time it runs and holds.
+		e.r.set(func(f *fakeRehearser) { f.err, f.res = nil, held })
+		e.clk.Advance(31 * time.Second)
+		e.healthy()
+		e.stepPlan(t)
+		recv(t, e.r.asked, "the rehearsal tried again")
+		recv(t, e.ended, "the end of the second rehearsal")
+		if e.stepPlan(t); e.ctl.Mode("pod-b") != tandem.ModeMySQL {
+			t.Fatalf("got %s, want mysql once the rehearsal ran and held", e.ctl.Mode("pod-b"))
 		}
 	})
 
