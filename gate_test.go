@@ -15,6 +15,7 @@ func TestGateUnit(t *testing.T) {
 		{"shadow_p99_factor", tandem.UnitFactor},
 		{"mysql_error_rate", tandem.UnitRatio},
 		{"min_soak", tandem.UnitSeconds},
+		{"rehearsal", tandem.UnitMS},
 		{"mysql_p99_ms", tandem.UnitMS},
 		{"something_else", ""},
 	}

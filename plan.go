@@ -45,6 +45,17 @@ type PlanSettings struct {
 	// bounds each call ("10s").
 	ConfirmWebhooks []string `json:"confirm_webhooks"`
 	ConfirmTimeout  string   `json:"confirm_timeout"`
+	// Rehearsal, when set, is the rehearsal gate: before shadow -> mysql
+	// the plan replays the pod's latest capture on a scratch database at
+	// Speed times its speed and promotes only when it held.
+	Rehearsal *PlanRehearsal `json:"rehearsal,omitempty"`
+}
+
+// PlanRehearsal is the plan's rehearsal gate: the speed of the replay
+// and the p99 every op must stay under ("50ms").
+type PlanRehearsal struct {
+	Speed  float64 `json:"speed"`
+	P99Max string  `json:"p99_max"`
 }
 
 // PlanStart asks to start a rollout plan; nil fields take the config's
@@ -60,6 +71,10 @@ type PlanStart struct {
 	// empty list asks none).
 	ConfirmWebhooks []string
 	ConfirmTimeout  *time.Duration
+	// RehearsalSpeed and RehearsalP99Max, when not nil, replace the
+	// configured rehearsal gate's (a speed of 0 turns it off).
+	RehearsalSpeed  *float64
+	RehearsalP99Max *time.Duration
 }
 
 // PlanGates is a pod's gate evaluation in the plan: every gate's value

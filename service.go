@@ -96,6 +96,8 @@ var gateUnits = map[string]string{
 	// The p99 gate keeps its name; its value and threshold are MySQL's
 	// p99 and its service level, in milliseconds.
 	"mysql_p99_factor": UnitMS,
+	// The plan's rehearsal gate: the rehearsal's p99 and its p99_max.
+	"rehearsal": UnitMS,
 }
 
 // GateUnit returns the unit of gate's value and threshold: the one of a

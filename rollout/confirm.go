@@ -88,6 +88,9 @@ func (c *Controller) confirmed(d *planDoc, p *planPod, from, to tandem.Mode) boo
 	set := d.Settings
 	promo := tandem.Promotion{Pod: p.Pod, From: from, To: to, PlanID: d.ID, Driver: c.InstanceID,
 		Gates: c.PlanGates(p.Pod, from, p.Since, soakOf(set, from)), At: now.UTC()}
+	if from == tandem.ModeShadow && set.RehearsalSpeed > 0 {
+		promo.Gates = withCheck(promo.Gates, rehearsalCheck(*p, set))
+	}
 	c.wg.Add(1)
 	go c.askConfirm(key, promo, urls, confirmTimeout(set))
 	p.Waiting = waitingForConfirm(before, len(urls))

@@ -59,6 +59,12 @@ type PlanSettings struct {
 	// the plan promotes it; ConfirmTimeout bounds each call (see confirm.go).
 	ConfirmWebhooks []string      `json:"confirm_webhooks,omitempty"`
 	ConfirmTimeout  time.Duration `json:"confirm_timeout,omitempty"`
+	// RehearsalSpeed, when above 0, makes the plan rehearse each pod's
+	// latest capture at this speed before shadow -> mysql, and promote
+	// only when every op's p99 stayed under RehearsalP99Max (see
+	// rehearsal.go).
+	RehearsalSpeed  float64       `json:"rehearsal_speed,omitempty"`
+	RehearsalP99Max time.Duration `json:"rehearsal_p99_max,omitempty"`
 }
 
 // DefaultPlanSettings are the defaults of the config's rollout.plan section
@@ -88,6 +94,8 @@ type planPod struct {
 	AuditedAt time.Time `json:"audited_at"`
 	AuditedBy string    `json:"audited_by,omitempty"`
 	Waiting   string    `json:"waiting,omitempty"`
+	// Rehearsal is the pod's rehearsal gate (rehearsal.go).
+	Rehearsal *podRehearsal `json:"rehearsal,omitempty"`
 }
 
 // planDoc is the persisted plan.
@@ -239,7 +247,16 @@ func (c *Controller) planSettings(st tandem.PlanStart) (PlanSettings, error) {
 	if st.ConfirmTimeout != nil {
 		s.ConfirmTimeout = *st.ConfirmTimeout
 	}
+	if st.RehearsalSpeed != nil {
+		s.RehearsalSpeed = *st.RehearsalSpeed
+	}
+	if st.RehearsalP99Max != nil {
+		s.RehearsalP99Max = *st.RehearsalP99Max
+	}
 	if err := validateConfirm(s.ConfirmWebhooks, s.ConfirmTimeout); err != nil {
+		return s, err
+	}
+	if err := validateRehearsal(s.RehearsalSpeed, s.RehearsalP99Max); err != nil {
 		return s, err
 	}
 	switch {
@@ -359,6 +376,9 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 	out.Settings = tandem.PlanSettings{ShadowSoak: set.ShadowSoak.String(), MySQLSoak: set.MySQLSoak.String(),
 		FinalMode: set.FinalMode, Parallel: set.Parallel, Approval: set.Approval,
 		ConfirmWebhooks: redactURLs(set.ConfirmWebhooks), ConfirmTimeout: confirmTimeout(set).String()}
+	if set.RehearsalSpeed > 0 {
+		out.Settings.Rehearsal = &tandem.PlanRehearsal{Speed: set.RehearsalSpeed, P99Max: set.RehearsalP99Max.String()}
+	}
 	if rec.Driver != "" && rec.LeaseUntil.After(now) {
 		out.Driver = rec.Driver
 		until := rec.LeaseUntil.UTC()
@@ -392,6 +412,9 @@ func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
 		pp.Gates.Passes = p.Passes
 		if !soaking(p.Step) {
 			pp.Gates = withoutSoak(pp.Gates)
+		}
+		if set.RehearsalSpeed > 0 && (p.Step == tandem.StepShadowSoak || p.Step == tandem.StepAwaitingApproval) {
+			pp.Gates = withCheck(pp.Gates, rehearsalCheck(p, set))
 		}
 		out.Pods = append(out.Pods, pp)
 	}

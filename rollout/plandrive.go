@@ -24,6 +24,10 @@ const planAuditTimeout = 10 * time.Minute
 func (c *Controller) StepPlan(ctx context.Context) error {
 	doc, rec, err := c.loadPlan(ctx)
 	if err != nil || doc.Phase != tandem.PlanRunning && doc.Phase != tandem.PlanPaused {
+		if err == nil {
+			// An aborted or done plan rehearses nothing more.
+			c.stopRehearsals()
+		}
 		return err
 	}
 	now := c.Now()
@@ -188,6 +192,9 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 			return false
 		}
 		p.Passed = true
+		if !c.rehearsed(d, p) {
+			return false
+		}
 		if d.Settings.Approval && !p.Approved {
 			p.Step, p.Waiting = tandem.StepAwaitingApproval, "awaiting approval: tandemctl plan approve "+p.Pod
 			return false

@@ -285,6 +285,9 @@ type Controller struct {
 	// implements it. Set it before Open; while it is nil, a plan with
 	// confirm webhooks promotes nothing.
 	Confirmer Confirmer
+	// Rehearser replays the pods' captures for the plan's rehearsal gate
+	// (rehearsal.go); cmd/tandem sets it.
+	Rehearser Rehearser
 
 	state   atomic.Pointer[podTable]
 	version atomic.Int64
@@ -302,6 +305,9 @@ type Controller struct {
 	// confirms are the plan's confirm webhook calls, by pod.
 	confirmMu sync.Mutex
 	confirms  map[string]*confirmRun
+	// rehearsals are the plan's rehearsals, by pod.
+	rehearseMu sync.Mutex
+	rehearsals map[string]*rehearsalRun
 
 	startedAt time.Time
 	ctx       context.Context
@@ -333,7 +339,7 @@ type podTable struct {
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store,
 		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
-		confirms: map[string]*confirmRun{}}
+		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

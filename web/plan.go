@@ -27,6 +27,15 @@ type planStartBody struct {
 	// ConfirmWebhooks replaces the configured ones ([] asks none).
 	ConfirmWebhooks *[]string `json:"confirm_webhooks"`
 	ConfirmTimeout  *string   `json:"confirm_timeout"`
+	// Rehearsal replaces the configured rehearsal gate's settings
+	// ({"speed": 0} turns it off).
+	Rehearsal *planRehearsalBody `json:"rehearsal"`
+}
+
+// planRehearsalBody is the rehearsal gate of POST /admin/plan/start.
+type planRehearsalBody struct {
+	Speed  *float64 `json:"speed"`
+	P99Max *string  `json:"p99_max"`
 }
 
 // planPodBody is the body of POST /admin/plan/approve and /skip.
@@ -71,12 +80,16 @@ func (h *planHandler) start(w http.ResponseWriter, r *http.Request) {
 	if body.ConfirmWebhooks != nil {
 		st.ConfirmWebhooks = nonNil(*body.ConfirmWebhooks)
 	}
+	var rehearsalP99Max *string
+	if body.Rehearsal != nil {
+		st.RehearsalSpeed, rehearsalP99Max = body.Rehearsal.Speed, body.Rehearsal.P99Max
+	}
 	for _, d := range []struct {
 		in   *string
 		out  **time.Duration
 		name string
 	}{{body.ShadowSoak, &st.ShadowSoak, "shadow_soak"}, {body.MySQLSoak, &st.MySQLSoak, "mysql_soak"},
-		{body.ConfirmTimeout, &st.ConfirmTimeout, "confirm_timeout"}} {
+		{body.ConfirmTimeout, &st.ConfirmTimeout, "confirm_timeout"}, {rehearsalP99Max, &st.RehearsalP99Max, "rehearsal.p99_max"}} {
 		if d.in == nil {
 			continue
 		}

@@ -47,7 +47,7 @@ func (f *fakePlan) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
 
 func (f *fakePlan) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
 	if st.ShadowSoak == nil && st.MySQLSoak == nil && st.FinalMode == nil && st.Parallel == nil && st.Approval == nil &&
-		st.ConfirmWebhooks == nil && st.ConfirmTimeout == nil {
+		st.ConfirmWebhooks == nil && st.ConfirmTimeout == nil && st.RehearsalSpeed == nil && st.RehearsalP99Max == nil {
 		return f.answer("StartPlan", st.Change, "running")
 	}
 	return f.answer("StartPlan", st, "running")
@@ -118,6 +118,10 @@ func TestPlanRoutes(t *testing.T) {
 			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ShadowSoak: ptr(5 * time.Minute), Parallel: ptr(2)}, wantPhase: "running"},
 		{name: "StartWithConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","confirm_webhooks":["http://127.0.0.1:9/confirm"],"confirm_timeout":"3s"}`},
 			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ConfirmWebhooks: []string{"http://127.0.0.1:9/confirm"}, ConfirmTimeout: ptr(3 * time.Second)}, wantPhase: "running"},
+		{name: "StartWithRehearsal", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","rehearsal":{"speed":3,"p99_max":"40ms"}}`},
+			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, RehearsalSpeed: ptr(3.0), RehearsalP99Max: ptr(40 * time.Millisecond)}, wantPhase: "running"},
+		{name: "StartWithoutRehearsal", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","rehearsal":{"speed":0}}`},
+			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, RehearsalSpeed: ptr(0.0)}, wantPhase: "running"},
 		{name: "StartWithoutConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","actor":"a","confirm_webhooks":[]}`},
 			call: "StartPlan", arg: tandem.PlanStart{Change: tandem.Change{Actor: "a", Reason: "r"}, ConfirmWebhooks: []string{}}, wantPhase: "running"},
 	} {
@@ -210,6 +214,8 @@ func TestPlanBadInput(t *testing.T) {
 		{name: "ApproveWithoutPod", rq: req{method: "POST", target: "/admin/plan/approve", body: `{"reason":"r"}`}, status: 400, code: tandem.EINVALID},
 		{name: "BadSoak", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","shadow_soak":"soon"}`}, status: 400, code: tandem.EINVALID},
 		{name: "BadConfirmTimeout", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","confirm_timeout":"soon"}`}, status: 400, code: tandem.EINVALID},
+		{name: "BadRehearsalP99Max", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","rehearsal":{"speed":2,"p99_max":"fast"}}`}, status: 400, code: tandem.EINVALID},
+		{name: "UnknownRehearsalField", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","rehearsal":{"speed":2,"p99":"50ms"}}`}, status: 400, code: tandem.EINVALID},
 		{name: "BadConfirmWebhooks", rq: req{method: "POST", target: "/admin/plan/start", body: `{"reason":"r","confirm_webhooks":"http://x"}`}, status: 400, code: tandem.EINVALID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

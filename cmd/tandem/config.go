@@ -97,6 +97,21 @@ type PlanConfig struct {
 	// each call.
 	ConfirmWebhooks []string      `yaml:"confirm_webhooks"`
 	ConfirmTimeout  time.Duration `yaml:"confirm_timeout"`
+	// Rehearsal is the plan's rehearsal gate (speed 0: off).
+	Rehearsal RehearsalConfig `yaml:"rehearsal"`
+}
+
+// RehearsalConfig is the plan's rehearsal gate: before shadow -> mysql it
+// replays the pod's latest capture at Speed times its speed on a scratch
+// database, and promotes only when every op's p99 stayed under P99Max
+// with no error, clean invariants and the capture's grants.
+type RehearsalConfig struct {
+	Speed  float64       `yaml:"speed"`
+	P99Max time.Duration `yaml:"p99_max"`
+	// Server is the MySQL server (a DSN of a user that may create
+	// databases) on which each rehearsal creates its scratch database;
+	// empty: the pod's own server (its mysql_dsn).
+	Server string `yaml:"server"`
 }
 
 // ShadowConfig bounds the shadow's work.
@@ -148,7 +163,7 @@ func DefaultConfig() Config {
 			AuditInterval: 5 * time.Minute, GateConsecutivePasses: 3, GateMySQLP99Max: 50 * time.Millisecond,
 			GateMaxP99Factor: 3, GateP99Slack: 25 * time.Millisecond, GateMaxMySQLErrorRate: 0.001,
 			Plan: PlanConfig{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute, FinalMode: "mysql", Parallel: 1,
-				ConfirmTimeout: rollout.DefaultConfirmTimeout},
+				ConfirmTimeout: rollout.DefaultConfirmTimeout, Rehearsal: RehearsalConfig{P99Max: 50 * time.Millisecond}},
 		},
 		Shadow:   ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
 		Backfill: BackfillConfig{BatchHolds: 5000, Workers: 3},
@@ -328,6 +343,16 @@ func (ro RolloutConfig) validate() error {
 	for _, raw := range ro.Plan.ConfirmWebhooks {
 		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("rollout.plan.confirm_webhooks", "must be http(s) URLs, got %q", raw)
+		}
+	}
+	switch rh := ro.Plan.Rehearsal; {
+	case rh.Speed < 0 || rh.Speed > rollout.MaxRehearsalSpeed:
+		return bad("rollout.plan.rehearsal.speed", "must be 0..%d (0 turns the rehearsal off), got %v", rollout.MaxRehearsalSpeed, rh.Speed)
+	case rh.P99Max <= 0:
+		return bad("rollout.plan.rehearsal.p99_max", "must be > 0, got %s", rh.P99Max)
+	case rh.Server != "":
+		if _, err := mysql.ParseDSN(rh.Server); err != nil {
+			return bad("rollout.plan.rehearsal.server", "not a MySQL DSN (user@tcp(host:port)/)")
 		}
 	}
 	for _, u := range ro.Plan.Webhooks {

@@ -238,6 +238,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openCaptures(); err != nil {
 		return err
 	}
+	m.ctl.Rehearser = rehearser{m}
 
 	if err := m.start(ctx); err != nil {
 		return err
@@ -319,6 +320,7 @@ func (m *Main) openControl(ctx context.Context) error {
 			ShadowSoak: cfg.Rollout.Plan.ShadowSoak, MySQLSoak: cfg.Rollout.Plan.MySQLSoak,
 			FinalMode: tandem.Mode(cfg.Rollout.Plan.FinalMode), Parallel: cfg.Rollout.Plan.Parallel, Approval: cfg.Rollout.Plan.Approval,
 			ConfirmWebhooks: cfg.Rollout.Plan.ConfirmWebhooks, ConfirmTimeout: cfg.Rollout.Plan.ConfirmTimeout,
+			RehearsalSpeed: cfg.Rollout.Plan.Rehearsal.Speed, RehearsalP99Max: cfg.Rollout.Plan.Rehearsal.P99Max,
 		},
 		InstanceID: m.InstanceID, Addr: m.AdminAddr, PlanInterval: m.PlanInterval, LeaseDuration: m.PlanLease,
 		OnError: onError("rollout"), OnChange: m.controlAction(),

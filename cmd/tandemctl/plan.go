@@ -33,6 +33,14 @@ type planStartRequest struct {
 	FinalMode  string `json:"final_mode,omitempty"`
 	Parallel   int    `json:"parallel,omitempty"`
 	Approval   *bool  `json:"approval,omitempty"`
+	// Rehearsal replaces the configured rehearsal gate's settings.
+	Rehearsal *planRehearsalRequest `json:"rehearsal,omitempty"`
+}
+
+// planRehearsalRequest is the rehearsal gate of POST /admin/plan/start.
+type planRehearsalRequest struct {
+	Speed  *float64 `json:"speed,omitempty"`
+	P99Max string   `json:"p99_max,omitempty"`
 }
 
 // planPodRequest is the body of POST /admin/plan/approve and /skip.
@@ -48,6 +56,8 @@ func planCmd(fs *flag.FlagSet) runFunc {
 	finalMode := fs.String("final-mode", "", "start: mysql or mysql_only (default from the config)")
 	parallel := fs.Int("parallel", 0, "start: at most this many pods in transition (default from the config)")
 	approval := fs.String("approval", "", "start: true to wait for 'plan approve POD' before each promotion")
+	rehearsalSpeed := fs.String("rehearsal-speed", "", "start: rehearse each pod's latest capture at `N` times its speed before shadow -> mysql (0: off; default from the config)")
+	rehearsalP99Max := fs.String("rehearsal-p99-max", "", "start: a rehearsal holds with every op's p99 under `D` (default from the config)")
 	run := watchFlags(fs, "plan")
 	return func(ctx context.Context, c *client, args []string) error {
 		var st tandem.Plan
@@ -89,6 +99,16 @@ func planCmd(fs *flag.FlagSet) runFunc {
 				}
 				req.Approval = &b
 			}
+			if *rehearsalSpeed != "" || *rehearsalP99Max != "" {
+				req.Rehearsal = &planRehearsalRequest{P99Max: *rehearsalP99Max}
+				if *rehearsalSpeed != "" {
+					v, err := strconv.ParseFloat(*rehearsalSpeed, 64)
+					if err != nil {
+						return usagef("--rehearsal-speed must be a number, got %q", *rehearsalSpeed)
+					}
+					req.Rehearsal.Speed = &v
+				}
+			}
 			body = req
 			fallthrough
 		default:
@@ -123,6 +143,9 @@ func printPlan(w io.Writer, st tandem.Plan, now time.Time) {
 	if len(s.ConfirmWebhooks) > 0 {
 		fmt.Fprintf(w, "confirm:     each promotion waits for a 2xx from %s (within %s each)\n",
 			strings.Join(s.ConfirmWebhooks, ", "), s.ConfirmTimeout)
+	}
+	if r := s.Rehearsal; r != nil {
+		fmt.Fprintf(w, "rehearsal:   each pod's latest capture at %gx, every op's p99 under %s, before shadow -> mysql\n", r.Speed, r.P99Max)
 	}
 	if st.Waiting != "" {
 		fmt.Fprintf(w, "waiting:     %s\n", st.Waiting)

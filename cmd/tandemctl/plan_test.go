@@ -16,6 +16,9 @@ const planAnswer = `{"phase":"running","driver":"i-1","lease_until":"2026-11-30T
 
 // planGatesAnswer is a pod in its shadow soak with every gate of the plan,
 // values as the server measures them (not rounded).
+const planRehearsalAnswer = `{"phase":"running","settings":{"shadow_soak":"30m0s","mysql_soak":"30m0s","final_mode":"mysql","parallel":1,"approval":false,` +
+	`"rehearsal":{"speed":3,"p99_max":"50ms"}},"pods":[],"order":[],"promoted":[]}`
+
 const planGatesAnswer = `{"phase":"running","settings":{"shadow_soak":"30s","mysql_soak":"30s","final_mode":"mysql","parallel":1,"approval":false},` +
 	`"pods":[{"pod":"pod-a","mode":"shadow","source_of_truth":"redis","kill_switch":false,"step":"shadow_soak","soak_until":"2026-11-30T10:00:30Z",` +
 	`"gates":{"passing":false,"checks":[` +
@@ -92,6 +95,10 @@ func TestPlan(t *testing.T) {
 			status: 200, answer: planAnswer, wantMethod: "POST", wantPath: "/admin/plan/start",
 			wantBody: map[string]any{"reason": "r", "shadow_soak": "5m", "parallel": float64(2), "approval": true},
 			wantOut:  []string{"plan:        running"}},
+		{name: "StartWithRehearsal", args: []string{"plan", "start", "--reason", "r", "--rehearsal-speed", "3", "--rehearsal-p99-max", "50ms"},
+			status: 200, answer: planRehearsalAnswer, wantMethod: "POST", wantPath: "/admin/plan/start",
+			wantBody: map[string]any{"reason": "r", "rehearsal": map[string]any{"speed": float64(3), "p99_max": "50ms"}},
+			wantOut:  []string{"rehearsal:   each pod's latest capture at 3x, every op's p99 under 50ms"}},
 		{name: "StartWhileRunningFails", args: []string{"plan", "start", "--reason", "r"}, status: 409,
 			answer:   `{"error":{"code":"conflict","message":"the rollout plan is already running","details":{"phase":"running"}}}`,
 			wantCode: 1, wantMethod: "POST", wantPath: "/admin/plan/start", wantBody: map[string]any{"reason": "r"},

@@ -53,7 +53,9 @@ window.TandemUI = (function () {
 
   // gateUnit mirrors tandem.GateUnit: the unit of a gate's value and
   // threshold, by its name.
-  const GATE_UNITS = { min_comparisons: "count", max_divergence_rate: "ratio", audit_clean: "clean", min_soak: "seconds" };
+  // As tandem.GateUnit: the p99 gate keeps its name, its values are milliseconds.
+  const GATE_UNITS = { min_comparisons: "count", max_divergence_rate: "ratio", audit_clean: "clean", min_soak: "seconds",
+    mysql_p99_factor: "ms", rehearsal: "ms" };
   const UNIT_SUFFIXES = [["_rate", "ratio"], ["_factor", "factor"], ["_ms", "ms"], ["_seconds", "seconds"],
     ["_soak", "seconds"], ["_count", "count"], ["_comparisons", "count"]];
   function gateUnit(gate) {
