@@ -117,4 +117,17 @@ func TestE2ETriage(t *testing.T) {
 			return len(s) >= 2 && s[0].(obj)["pod"] == podA && s[0].(obj)["at"] != nil
 		})
 	})
+
+	t.Run("Tandemctl", func(t *testing.T) {
+		bin := mustBuildTandemctl(t)
+		r := runCtl(t, bin, in.AdminURL, in.AdminToken, "divergences", "--group", "--pod", podA, "--kind", "state_drift")
+		want := fmt.Sprintf("item %d group %d", item, group)
+		if r.code != 0 || !strings.Contains(r.stdout, "COUNT") || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "ledger on_hand 15") {
+			t.Errorf("divergences --group: exit %d\n%s%s\nwant a group of %s with its explanation", r.code, r.stdout, r.stderr, want)
+		}
+		r = runCtl(t, bin, in.AdminURL, in.AdminToken, "config")
+		if r.code != 0 || !strings.Contains(r.stdout, "abort_divergence_rate: 0.05") {
+			t.Errorf("config: exit %d\n%s%s\nwant the abort threshold", r.code, r.stdout, r.stderr)
+		}
+	})
 }

@@ -193,6 +193,23 @@ func TestCommands(t *testing.T) {
 				`"shadow":{"store":"mysql","status":"insufficient_inventory","message":"short","latency_ms":2}}]}`,
 			wantMethod: "GET", wantPath: "/admin/divergences", wantQuery: "kind=outcome_mismatch&limit=5&pod=pod-a",
 			wantOut: []string{"17", "outcome_mismatch", "c-9", "redis reserved 100x2@1", "mysql insufficient_inventory"}},
+		{name: "DivergencesGrouped", args: []string{"divergences", "--group", "--pod", "pod-a", "--since", "1h"}, status: 200,
+			answer: `{"groups":[{"pod":"pod-a","kind":"state_drift","op":"audit","position":{"shop_id":3,"inventory_item_id":300,"group_id":1},` +
+				`"count":61,"first_seen":"2026-11-30T10:00:00Z","last_seen":"2026-11-30T10:05:00Z","example":{"id":90,"at":"2026-11-30T10:05:00Z",` +
+				`"pod":"pod-a","op":"audit","kind":"state_drift","shop_id":3,"source_of_truth":"ledger","primary":{"store":"redis","status":"available=0","latency_ms":0},` +
+				`"shadow":{"store":"mysql","status":"available=15","latency_ms":0},"explanation":"state drift: item 300 group 1: ledger on_hand 15, redis available=0, mysql available=15"}}],` +
+				`"sampled":1000,"truncated":true}`,
+			wantMethod: "GET", wantPath: "/admin/divergences/summary", wantQuery: "pod=pod-a&since=1h",
+			wantOut: []string{"COUNT", "61     pod-a  state_drift  audit  3     item 300 group 1  2026-11-30T10:00:00Z  2026-11-30T10:05:00Z  #90 state drift: item 300 group 1: ledger on_hand 15, redis available=0, mysql available=15",
+				"grouped the newest 1000 divergences only"}},
+		{name: "DivergencesCSV", args: []string{"divergences", "--format", "csv", "--kind", "state_drift"}, status: 200,
+			answer:     "id,at,pod\n1,2026-11-30T10:00:00Z,pod-a\n",
+			wantMethod: "GET", wantPath: "/admin/divergences", wantQuery: "format=csv&kind=state_drift",
+			wantOut: []string{"id,at,pod\n1,2026-11-30T10:00:00Z,pod-a\n"}},
+		{name: "Config", args: []string{"config"}, status: 200,
+			answer:     `{"rollout":{"abort_divergence_rate":0.05},"pods":[{"name":"pod-a","mysql_dsn":"app:REDACTED@tcp(db:3306)/inv"}]}`,
+			wantMethod: "GET", wantPath: "/admin/config",
+			wantOut: []string{"rollout:\n  abort_divergence_rate: 0.05\n", "    name: pod-a\n", "mysql_dsn: app:REDACTED@tcp(db:3306)/inv"}},
 		{name: "DivergencesNone", args: []string{"divergences"}, status: 200, answer: `{"divergences":[]}`,
 			wantMethod: "GET", wantPath: "/admin/divergences", wantOut: []string{"no divergences"}},
 		{name: "Report", args: []string{"report"}, status: 200,
@@ -419,6 +436,9 @@ func TestUsage(t *testing.T) {
 		{name: "UnkillPodsEmptyString", args: []string{"unkill", "--pods=", "--reason", "r"}, wantErr: "--pods names no pod"},
 		{name: "DivergencesNegativeLimit", args: []string{"divergences", "--limit", "-1"}, wantErr: "--limit must be > 0"},
 		{name: "DivergencesBadLimit", args: []string{"divergences", "--limit", "many"}, wantErr: "invalid value"},
+		{name: "DivergencesBadFormat", args: []string{"divergences", "--format", "xml"}, wantErr: "--format must be csv or jsonl"},
+		{name: "DivergencesGroupWithFormat", args: []string{"divergences", "--group", "--format", "csv"}, wantErr: "--group takes neither"},
+		{name: "ConfigWithArgument", args: []string{"config", "pod-a"}, wantErr: "config takes no arguments"},
 		{name: "AuditWithoutPod", args: []string{"audit"}, wantErr: "audit takes one POD"},
 		{name: "ResyncWithoutFrom", args: []string{"resync", "pod-a", "--reason", "r"}, wantErr: "--from must be mysql"},
 		{name: "ResyncFromRedis", args: []string{"resync", "pod-a", "--from", "redis", "--reason", "r"}, wantErr: "--from must be mysql"},
