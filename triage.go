@@ -122,7 +122,7 @@ func Explanation(d Divergence) string {
 		return fmt.Sprintf("%s did not run it: the shadow's in-flight cap was reached (the cart is converged later); %s %s",
 			storeName(shadow, "shadow"), storeName(sot, "source of truth"), answered(sot))
 	case KindShadowError:
-		return fmt.Sprintf("%s failed: %s; %s %s", storeName(shadow, "shadow"), answered(shadow),
+		return fmt.Sprintf("%s %s; %s %s", storeName(shadow, "shadow"), answered(shadow),
 			storeName(sot, "source of truth"), answered(sot))
 	case KindLocationMismatch:
 		return fmt.Sprintf("both %s, from different groups: %s took %s, %s took %s", sot.Status,
