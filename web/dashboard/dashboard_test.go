@@ -290,6 +290,14 @@ func TestDashboard(t *testing.T) {
 			if !slices.ContainsFunc(api.requestsTo(http.MethodGet, "/admin/divergences/summary"), func(r request) bool { return strings.Contains(r.rawQuery, "pod=pod-a") }) {
 				t.Errorf("got no summary asked for pod-a, want the pod filter sent to the server")
 			}
+			// Export asks for the filtered rows as CSV, with the token in a header.
+			b.Do(chromedp.Click(chromedp.CSS("#triage-export-csv")))
+			b.WaitFor(`performance.getEntriesByType("resource").some((e) => e.name.includes("format=csv"))`)
+			if !slices.ContainsFunc(api.requestsTo(http.MethodGet, "/admin/divergences"), func(r request) bool {
+				return strings.Contains(r.rawQuery, "format=csv") && strings.Contains(r.rawQuery, "pod=pod-a")
+			}) {
+				t.Errorf("got no CSV export of pod-a's divergences with the token, want one")
+			}
 			setSelect("#triage-pod", "")
 			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 3`)
 		}},
