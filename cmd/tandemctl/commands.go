@@ -26,7 +26,7 @@ var commands = []*command{
 		summary: "disengage the kill switch of the pods", setup: killSwitchCmd(http.MethodDelete)},
 	{name: "killswitch", usage: "killswitch",
 		summary: "show the kill switch", setup: showKillSwitchCmd},
-	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--since 1h] [--limit N] [--group | --format csv|jsonl]",
+	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--since 1h] [--limit N] [--group] [--watch [--interval 2s] | --format csv|jsonl]",
 		summary: "list recent divergences newest first, grouped by position (--group), or export them", setup: divergencesCmd},
 	{name: "report", usage: "report",
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
@@ -224,9 +224,20 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 	since := fs.String("since", "", "only since `T`: a duration back from now (1h) or an RFC 3339 time")
 	group := fs.Bool("group", false, "group by pod, kind, op and position, with counts and an example each")
 	format := fs.String("format", "", "csv or jsonl: export the rows as the server writes them")
+	watch := fs.Bool("watch", false, "refresh every --interval until interrupted (Ctrl-C)")
+	interval := fs.Duration("interval", DefaultWatchInterval, "time between refreshes with --watch")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 0 {
 			return usagef("unexpected argument %q", args[0])
+		}
+		if !*watch && flagSet(fs, "interval") {
+			return usagef("--interval needs --watch (divergences --watch --interval %s)", *interval)
+		}
+		if *watch && *format != "" {
+			return usagef("--watch does not go with --format (an export is one answer)")
+		}
+		if *watch && *interval <= 0 {
+			return usagef("--interval must be > 0, got %s", *interval)
 		}
 		q := url.Values{}
 		if *pod != "" {
@@ -242,12 +253,18 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 			if *format != "" || *limit != 0 {
 				return usagef("--group takes neither --format nor --limit")
 			}
-			var ans divergenceSummary
-			if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences/summary", q, nil, &ans); !ok {
-				return err
+			show := func(ctx context.Context) error {
+				var ans divergenceSummary
+				if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences/summary", q, nil, &ans); !ok {
+					return err
+				}
+				printDivergenceGroups(c.stdout, ans)
+				return nil
 			}
-			printDivergenceGroups(c.stdout, ans)
-			return nil
+			if *watch {
+				return watchPods(ctx, c, *interval, show)
+			}
+			return show(ctx)
 		}
 		if err := setLimit(q, *limit); err != nil {
 			return err
@@ -265,14 +282,20 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 		default:
 			return usagef("--format must be csv or jsonl, got %q", *format)
 		}
-		var ans struct {
-			Divergences []tandem.ExplainedDivergence `json:"divergences"`
+		show := func(ctx context.Context) error {
+			var ans struct {
+				Divergences []tandem.ExplainedDivergence `json:"divergences"`
+			}
+			if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
+				return err
+			}
+			printDivergences(c.stdout, ans.Divergences)
+			return nil
 		}
-		if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
-			return err
+		if *watch {
+			return watchPods(ctx, c, *interval, show)
 		}
-		printDivergences(c.stdout, ans.Divergences)
-		return nil
+		return show(ctx)
 	}
 }
 

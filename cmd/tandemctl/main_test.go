@@ -439,6 +439,8 @@ func TestUsage(t *testing.T) {
 		{name: "DivergencesBadFormat", args: []string{"divergences", "--format", "xml"}, wantErr: "--format must be csv or jsonl"},
 		{name: "DivergencesGroupWithFormat", args: []string{"divergences", "--group", "--format", "csv"}, wantErr: "--group takes neither"},
 		{name: "ConfigWithArgument", args: []string{"config", "pod-a"}, wantErr: "config takes no arguments"},
+		{name: "DivergencesIntervalWithoutWatch", args: []string{"divergences", "--interval", "1s"}, wantErr: "--interval needs --watch"},
+		{name: "DivergencesWatchWithFormat", args: []string{"divergences", "--watch", "--format", "csv"}, wantErr: "--watch does not go with --format"},
 		{name: "AuditWithoutPod", args: []string{"audit"}, wantErr: "audit takes one POD"},
 		{name: "ResyncWithoutFrom", args: []string{"resync", "pod-a", "--reason", "r"}, wantErr: "--from must be mysql"},
 		{name: "ResyncFromRedis", args: []string{"resync", "pod-a", "--from", "redis", "--reason", "r"}, wantErr: "--from must be mysql"},
