@@ -157,8 +157,8 @@ window.TandemCharts = (function () {
 
   // lineChart draws series over [from, to] (ms) into a new <svg>:
   // series = [{key, label, cls, points: [[t, v], ...]}], opts = {title,
-  // format: (v) => string, threshold?: {value, label}, minMax?: the least
-  // top of the y axis}.
+  // format: (v) => string, threshold?: {value, label}, thresholds?: [{value,
+  // label, kind?, scale?}], minMax?: the least top of the y axis}.
   // A series with points === null is listed as n/a and not drawn.
   function lineChart(series, from, to, opts) {
     const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img",
@@ -168,7 +168,9 @@ window.TandemCharts = (function () {
     for (const s of series) for (const [, v] of s.points || []) max = Math.max(max, v);
     // threshold (one) and thresholds (any) are horizontal lines with a label.
     const lines = (opts.thresholds || []).concat(opts.threshold ? [opts.threshold] : []);
-    for (const th of lines) max = Math.max(max, th.value);
+    // A threshold with scale: false does not stretch the axis: above it,
+    // only its label shows, pinned to the top with an arrow.
+    for (const th of lines) if (th.scale !== false) max = Math.max(max, th.value);
     max = niceMax(Math.max(max, opts.minMax || 0));
     const x0 = PAD.left;
     const x1 = W - PAD.right;
@@ -185,8 +187,12 @@ window.TandemCharts = (function () {
     svg.append(svgEl("text", { x: x0, y: H - 6, class: "axis" }, "−" + spanLabel(to - from)));
     svg.append(svgEl("text", { x: x1, y: H - 6, "text-anchor": "end", class: "axis" }, "now"));
     for (const th of lines) {
-      const y = yOf(th.value);
       const cls = th.kind ? " " + th.kind : "";
+      if (th.value > max) {
+        svg.append(svgEl("text", { x: x0 + 4, y: y1 + 9, "text-anchor": "start", class: "axis threshold-label offscale" + cls }, "↑ " + th.label));
+        continue;
+      }
+      const y = yOf(th.value);
       svg.append(svgEl("line", { x1: x0, x2: x1, y1: y, y2: y, class: "threshold" + cls, "data-threshold": th.value }));
       svg.append(svgEl("text", { x: th.kind === "abort" ? x0 + 4 : x1, y: y - 3, "text-anchor": th.kind === "abort" ? "start" : "end",
         class: "axis threshold-label" + cls }, th.label));

@@ -304,13 +304,21 @@ func TestDashboard(t *testing.T) {
 		{"ChartsShowHistoryAndThresholds", func(t *testing.T) {
 			b.T = t
 			card := `[data-testid="watch-pod-b"] [data-chart="divergence"]`
-			b.WaitFor(`document.querySelectorAll('` + card + ` line.threshold.abort').length === 1`)
-			if got := b.Text(card + ` text.threshold-label.abort`); got != "abort 5.000% (on mysql)" {
-				t.Errorf("got abort label %q, want abort 5.000%% (on mysql)", got)
+			// pod-b is in shadow: the abort (5%) is above its rates and does
+			// not stretch the axis away from the gate (0.1%); its label shows.
+			b.WaitFor(`!!document.querySelector('` + card + ` text.threshold-label.abort.offscale')`)
+			if got := b.Text(card + ` text.threshold-label.abort`); got != "↑ abort 5.000% (on mysql)" {
+				t.Errorf("got abort label %q, want ↑ abort 5.000%% (on mysql)", got)
+			}
+			// pod-c is on mysql: the abort is its line.
+			podC := `[data-testid="watch-pod-c"] [data-chart="divergence"]`
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('`+podC+` line.threshold.abort').length`); n != 1 {
+				t.Errorf("got %d abort lines on pod-c (mysql), want 1", n)
 			}
 			if n := browsertest.Eval[int](b, `document.querySelectorAll('`+card+` line.threshold:not(.abort)').length`); n != 1 {
 				t.Errorf("got %d gate lines, want 1", n)
 			}
+			saveArtifact(t, "dashboard-watch.png", browsertest.Run(b, chromedp.Screenshot(chromedp.CSS("#watch-pods"))))
 			// The server's hour of samples comes before the tab's own.
 			if n := browsertest.Eval[int](b, `TandemCharts.samples("pod-b").length`); n < 720 {
 				t.Errorf("got %d samples of pod-b, want the server's 720 and the tab's", n)

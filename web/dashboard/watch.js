@@ -98,8 +98,10 @@ window.TandemWatch = (function () {
     const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "max_divergence_rate");
     const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
     const abort = Charts.abortThreshold();
-    // The automatic abort judges a pod whose source of truth is MySQL.
-    const thresholds = abort !== undefined && (mode === "mysql" || mode === "shadow") ? [{ value: abort, label: "abort " + pct(abort) + (mode === "shadow" ? " (on mysql)" : ""), kind: "abort" }] : [];
+    // The automatic abort judges a pod whose source of truth is MySQL: on a
+    // pod in shadow it is shown for what is to come, without stretching
+    // the axis away from the gate.
+    const thresholds = abort !== undefined && (mode === "mysql" || mode === "shadow") ? [{ value: abort, label: "abort " + pct(abort) + (mode === "shadow" ? " (on mysql)" : ""), kind: "abort", scale: mode !== "shadow" }] : [];
     const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, thresholds, minMax: 0.001 });
     const lat = [];
     ["redis", "mysql"].forEach((store, i) => {
