@@ -397,8 +397,10 @@ type Convergence struct {
 
 // DivergenceFilter selects divergences, newest first.
 type DivergenceFilter struct {
-	Pod   string
-	Kind  DivergenceKind
+	Pod  string
+	Kind DivergenceKind
+	// Since, when set, keeps the divergences at or after it.
+	Since time.Time
 	Limit int
 }
 
@@ -472,4 +474,11 @@ type PlanService interface {
 	ApprovePlan(ctx context.Context, ch Change, pod string) (*Plan, error)
 	// SkipPlan takes pod out of the plan where it stands.
 	SkipPlan(ctx context.Context, ch Change, pod string) (*Plan, error)
+}
+
+// ReportSample is a pod's REPORT as it stood at one time, kept by the
+// server's history (GET /admin/history).
+type ReportSample struct {
+	At time.Time `json:"at"`
+	Report
 }

@@ -64,10 +64,11 @@ const (
 	ctlMaxDivergenceIDSQL  = "/* conn_tag='control' */ SELECT COALESCE(MAX(id), 0) FROM divergences"
 	ctlPruneDivergencesSQL = "/* conn_tag='control' */ DELETE FROM divergences WHERE id <= ? ORDER BY id LIMIT 10000"
 	// ctlDivergencesSQL is completed by the filter clauses and ctlDivergencesTail.
-	ctlDivergencesSQL     = "/* conn_tag='control' */ SELECT id, at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome, position FROM divergences WHERE 1 = 1"
-	ctlDivergencesPodSQL  = " AND pod = ?"
-	ctlDivergencesKindSQL = " AND kind = ?"
-	ctlDivergencesTail    = " ORDER BY id DESC LIMIT ?"
+	ctlDivergencesSQL      = "/* conn_tag='control' */ SELECT id, at, pod, op, kind, cart_token, shop_id, source_of_truth, primary_outcome, shadow_outcome, position FROM divergences WHERE 1 = 1"
+	ctlDivergencesPodSQL   = " AND pod = ?"
+	ctlDivergencesKindSQL  = " AND kind = ?"
+	ctlDivergencesSinceSQL = " AND at >= ?"
+	ctlDivergencesTail     = " ORDER BY id DESC LIMIT ?"
 )
 
 // Config configures a Store; NewStore takes the defaults for its zero
@@ -509,6 +510,10 @@ func (s *Store) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]t
 	if f.Kind != "" {
 		q += ctlDivergencesKindSQL
 		args = append(args, f.Kind)
+	}
+	if !f.Since.IsZero() {
+		q += ctlDivergencesSinceSQL
+		args = append(args, f.Since.UTC())
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

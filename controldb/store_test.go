@@ -282,6 +282,8 @@ func TestStore_Divergences(t *testing.T) {
 			{"Kind", tandem.DivergenceFilter{Kind: tandem.KindShadowTimeout}, []string{"c-4", "c-1"}},
 			{"PodAndKind", tandem.DivergenceFilter{Pod: "pod-a", Kind: tandem.KindOutcomeMismatch}, []string{"c-2", "c-0"}},
 			{"Limit", tandem.DivergenceFilter{Limit: 2}, []string{"c-5", "c-4"}},
+			{"Since", tandem.DivergenceFilter{Since: at.Add(4 * time.Second)}, []string{"c-5", "c-4"}},
+			{"PodSince", tandem.DivergenceFilter{Pod: "pod-b", Since: at.Add(2500 * time.Millisecond)}, []string{"c-5", "c-3"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				ds, err := s.Divergences(ctx, tc.f)

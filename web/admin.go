@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -61,6 +60,12 @@ type AdminServer struct {
 	// Captures records pods' traffic behind /admin/pods/{pod}/capture and
 	// /admin/captures; nil answers those routes 404 not_found.
 	Captures tandem.CaptureService
+	// Config returns the effective configuration for GET /admin/config,
+	// secrets already redacted; nil answers 404 not_found.
+	Config func() any
+	// History keeps recent REPORT samples per pod for GET /admin/history;
+	// nil answers no samples.
+	History HistorySource
 }
 
 // MetricsHandler serves GET /metrics alone, without a token, for the
@@ -96,7 +101,8 @@ func (s *AdminServer) Handler() http.Handler {
 	if dash == nil {
 		dash = defaultDashboard()
 	}
-	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
+	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash),
+		effectiveConfig: s.Config, historySource: s.History}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
 	capt := &captureHandler{adminHandler: h, captures: s.Captures}
 	toks := newTokens(s.Token, s.ViewerToken)
@@ -145,6 +151,9 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Delete("/admin/killswitch", h.disengage)
 		r.Post("/admin/alerts/killswitch", h.alertKillSwitch)
 		r.Get("/admin/divergences", h.divergences)
+		r.Get("/admin/divergences/summary", h.divergenceSummary)
+		r.Get("/admin/config", h.config)
+		r.Get("/admin/history", h.history)
 		r.Get("/admin/report", h.report)
 		r.Get("/admin/audit-log", h.auditLog)
 		r.Get("/admin/instances", h.instances)
@@ -179,6 +188,10 @@ type adminHandler struct {
 	ready     func(ctx context.Context) (bool, map[string]string)
 	logger    *zap.Logger
 	dashboard *dashboardPage
+	// effectiveConfig and historySource serve GET /admin/config and
+	// /admin/history (triage.go).
+	effectiveConfig func() any
+	historySource   HistorySource
 }
 
 func (h *adminHandler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -452,38 +465,28 @@ func killSwitchJSON(st *tandem.KillSwitchState) *tandem.KillSwitchState {
 }
 
 func (h *adminHandler) divergences(w http.ResponseWriter, r *http.Request) {
-	var f tandem.DivergenceFilter
-	var err error
-	if f.Limit, err = parseLimit(r); err != nil {
+	limit, err := parseLimit(r)
+	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	if pod, ok, err := queryParam(r, "pod"); err != nil {
+	f, err := divergenceFilter(r, time.Now())
+	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
-	} else if ok && pod != "" {
-		if err := validatePodName(pod); err != nil {
-			writeError(w, r, h.logger, err)
-			return
-		}
-		f.Pod = pod
 	}
-	if kind, ok, err := queryParam(r, "kind"); err != nil {
+	f.Limit = limit
+	format, err := divergenceFormat(r)
+	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
-	} else if ok && kind != "" {
-		if !slices.Contains(tandem.DivergenceKinds, tandem.DivergenceKind(kind)) {
-			writeError(w, r, h.logger, invalid("kind must be one of %s", tandem.KindNames(", ")))
-			return
-		}
-		f.Kind = tandem.DivergenceKind(kind)
 	}
 	divs, err := h.svc.Divergences(r.Context(), f)
 	if err != nil {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"divergences": nonNil(divs)})
+	writeDivergences(w, format, divs)
 }
 
 func (h *adminHandler) report(w http.ResponseWriter, r *http.Request) {

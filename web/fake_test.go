@@ -169,6 +169,8 @@ type podCall struct {
 type fakeAdmin struct {
 	calls
 	Err error
+	// Divs, when set, is what Divergences answers.
+	Divs []tandem.Divergence
 }
 
 var _ tandem.AdminService = (*fakeAdmin)(nil)
@@ -244,6 +246,9 @@ func (f *fakeAdmin) Divergences(ctx context.Context, flt tandem.DivergenceFilter
 	f.record("Divergences", flt)
 	if f.Err != nil {
 		return nil, f.Err
+	}
+	if f.Divs != nil {
+		return f.Divs, nil
 	}
 	return []tandem.Divergence{{
 		ID: 17, At: at, Pod: "pod-a", Op: tandem.OpReserve, Kind: tandem.KindOutcomeMismatch,

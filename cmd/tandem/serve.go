@@ -25,6 +25,7 @@ import (
 	"github.com/tandemhq/tandem/comparator"
 	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/dualwrite"
+	"github.com/tandemhq/tandem/history"
 	"github.com/tandemhq/tandem/killswitch"
 	"github.com/tandemhq/tandem/mysqlres"
 	"github.com/tandemhq/tandem/redisres"
@@ -64,6 +65,9 @@ type Main struct {
 	// PlanLease, when set, is how long the plan's lease lasts unrenewed
 	// (default rollout.DefaultLeaseDuration); tests shorten it.
 	PlanLease time.Duration
+	// HistoryInterval, when set, is how often GET /admin/history samples
+	// the pods' reports (default history.DefaultInterval); tests shorten it.
+	HistoryInterval time.Duration
 
 	// CheckoutAddr, AdminAddr and MetricsAddr (with metrics_listen) are
 	// the bound addresses, set by Run.
@@ -90,6 +94,7 @@ type Main struct {
 	hooks    *webhook.Notifier
 	fleet    *dualwrite.Fleet
 	captures *capture.Recorder
+	history  *history.Recorder
 	pods     []*podRuntime
 	servers  []*http.Server
 	demo     *demoEnv
@@ -383,8 +388,14 @@ func (m *Main) start(ctx context.Context) error {
 func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
-	admin := &web.AdminServer{Admin: convergenceReports{AdminService: m.ctl, fleet: m.fleet}, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
-		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl, Captures: m.captures}
+	reports := convergenceReports{AdminService: m.ctl, fleet: m.fleet}
+	m.history = history.New(history.Config{Report: reports.Report, Interval: m.HistoryInterval, Logger: m.Logger})
+	m.history.Open()
+	m.closers = append(m.closers, m.history.Close)
+	effective := m.Config.Redacted()
+	admin := &web.AdminServer{Admin: reports, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
+		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl, Captures: m.captures,
+		Config: func() any { return effective }, History: m.history}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
 	if metricsLn != nil {

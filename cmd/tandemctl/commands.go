@@ -26,8 +26,8 @@ var commands = []*command{
 		summary: "disengage the kill switch of the pods", setup: killSwitchCmd(http.MethodDelete)},
 	{name: "killswitch", usage: "killswitch",
 		summary: "show the kill switch", setup: showKillSwitchCmd},
-	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--limit N]",
-		summary: "list recent divergences, newest first", setup: divergencesCmd},
+	{name: "divergences", usage: "divergences [--pod P] [--kind K] [--since 1h] [--limit N] [--group] [--watch [--interval 2s] | --format csv|jsonl]",
+		summary: "list recent divergences newest first, grouped by position (--group), or export them", setup: divergencesCmd},
 	{name: "report", usage: "report [--watch [--interval 2s]]",
 		summary: "per pod: comparisons, divergences, rate, latency", setup: reportCmd},
 	{name: "audit", usage: "audit POD [--reason R] [--fail-on-drift]",
@@ -36,6 +36,8 @@ var commands = []*command{
 		summary: "rebuild a pod's Redis from MySQL (asks on a terminal unless --yes)", setup: resyncCmd},
 	{name: "log", usage: "log [--pod P] [--action A] [--limit N]",
 		summary: "show the audit log of changes, newest first", setup: logCmd},
+	{name: "config", usage: "config",
+		summary: "show the server's effective configuration, secrets redacted", setup: configCmd},
 	{name: "instances", usage: "instances",
 		summary: "list running serve instances and their control version", setup: instancesCmd},
 	{name: "plan", usage: "plan [--watch] [start|pause|resume|abort --reason R | approve|skip POD --reason R]",
@@ -209,9 +211,23 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 	pod := fs.String("pod", "", "only this pod")
 	kind := fs.String("kind", "", "only this kind: "+tandem.KindNames(", "))
 	limit := fs.Int("limit", 0, "at most N (default: the server's)")
+	since := fs.String("since", "", "only since `T`: a duration back from now (1h) or an RFC 3339 time")
+	group := fs.Bool("group", false, "group by pod, kind, op and position, with counts and an example each")
+	format := fs.String("format", "", "csv or jsonl: export the rows as the server writes them")
+	watch := fs.Bool("watch", false, "refresh every --interval until interrupted (Ctrl-C)")
+	interval := fs.Duration("interval", DefaultWatchInterval, "time between refreshes with --watch")
 	return func(ctx context.Context, c *client, args []string) error {
 		if len(args) != 0 {
 			return usagef("unexpected argument %q", args[0])
+		}
+		if !*watch && flagSet(fs, "interval") {
+			return usagef("--interval needs --watch (divergences --watch --interval %s)", *interval)
+		}
+		if *watch && *format != "" {
+			return usagef("--watch does not go with --format (an export is one answer)")
+		}
+		if *watch && *interval <= 0 {
+			return usagef("--interval must be > 0, got %s", *interval)
 		}
 		q := url.Values{}
 		if *pod != "" {
@@ -220,17 +236,76 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 		if *kind != "" {
 			q.Set("kind", *kind)
 		}
+		if *since != "" {
+			q.Set("since", *since)
+		}
+		if *group {
+			if *format != "" || *limit != 0 {
+				return usagef("--group takes neither --format nor --limit")
+			}
+			show := func(ctx context.Context) error {
+				var ans divergenceSummary
+				if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences/summary", q, nil, &ans); !ok {
+					return err
+				}
+				printDivergenceGroups(c.stdout, ans)
+				return nil
+			}
+			if *watch {
+				return watchPods(ctx, c, *interval, show)
+			}
+			return show(ctx)
+		}
 		if err := setLimit(q, *limit); err != nil {
 			return err
 		}
-		var ans struct {
-			Divergences []tandem.Divergence `json:"divergences"`
+		switch *format {
+		case "":
+		case "csv", "jsonl":
+			q.Set("format", *format)
+			raw, err := c.api.Do(ctx, http.MethodGet, "/admin/divergences", q, nil)
+			if err != nil {
+				return err
+			}
+			_, err = c.stdout.Write(raw)
+			return err
+		default:
+			return usagef("--format must be csv or jsonl, got %q", *format)
 		}
-		if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
+		show := func(ctx context.Context) error {
+			var ans struct {
+				Divergences []tandem.ExplainedDivergence `json:"divergences"`
+			}
+			if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
+				return err
+			}
+			printDivergences(c.stdout, ans.Divergences)
+			return nil
+		}
+		if *watch {
+			return watchPods(ctx, c, *interval, show)
+		}
+		return show(ctx)
+	}
+}
+
+// divergenceSummary is the answer of GET /admin/divergences/summary.
+type divergenceSummary struct {
+	Groups    []tandem.DivergenceGroup `json:"groups"`
+	Sampled   int                      `json:"sampled"`
+	Truncated bool                     `json:"truncated"`
+}
+
+func configCmd(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *client, args []string) error {
+		if len(args) != 0 {
+			return usagef("config takes no arguments")
+		}
+		var cfg map[string]any
+		if ok, err := c.call(ctx, http.MethodGet, "/admin/config", nil, nil, &cfg); !ok {
 			return err
 		}
-		printDivergences(c.stdout, ans.Divergences)
-		return nil
+		return printConfig(c.stdout, cfg)
 	}
 }
 

@@ -192,3 +192,33 @@ func TestResyncGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestDivergencesWatch: divergences --group --watch refreshes the groups
+// until interrupted, which ends it with exit 0.
+func TestDivergencesWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/admin/divergences/summary" || r.URL.Query().Get("pod") != "pod-a" {
+			t.Errorf("got %s?%s, want /admin/divergences/summary?pod=pod-a", r.URL.Path, r.URL.RawQuery)
+		}
+		if n.Add(1) == 2 {
+			cancel() // the operator's Ctrl-C
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"groups":[],"sampled":0,"truncated":false}`)
+	}))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	m := main.NewMain()
+	env := envFor(srv.URL)
+	m.Env = func(k string) string { return env[k] }
+	m.Stdout, m.Stderr = &stdout, &stderr
+	if code := m.Run(ctx, []string{"divergences", "--group", "--pod", "pod-a", "--watch", "--interval", "1ms"}); code != 0 {
+		t.Fatalf("got exit %d (stderr %q), want 0 after the interrupt", code, stderr.String())
+	}
+	if got := strings.Count(stdout.String(), "no divergences"); got < 1 || n.Load() != 2 {
+		t.Errorf("got %d requests and\n%s\nwant 2 refreshes", n.Load(), stdout.String())
+	}
+}

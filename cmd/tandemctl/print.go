@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/tandemhq/tandem"
 )
@@ -148,21 +151,58 @@ func printKillSwitch(w io.Writer, st tandem.KillSwitchState) {
 	}
 }
 
-func printDivergences(w io.Writer, ds []tandem.Divergence) {
+func printDivergences(w io.Writer, ds []tandem.ExplainedDivergence) {
 	if len(ds) == 0 {
 		fmt.Fprintln(w, "no divergences")
 		return
 	}
-	tw := newTable(w, "ID", "AT", "POD", "OP", "KIND", "SHOP", "CART", "SOT", "PRIMARY", "SHADOW", "DETAIL")
+	tw := newTable(w, "ID", "AT", "POD", "OP", "KIND", "SHOP", "POSITION", "CART", "SOT", "PRIMARY", "SHADOW", "DETAIL")
 	for _, d := range ds {
 		shop := "-"
 		if d.ShopID != 0 {
 			shop = strconv.FormatInt(d.ShopID, 10)
 		}
-		row(tw, strconv.FormatInt(d.ID, 10), when(d.At), d.Pod, string(d.Op), string(d.Kind), shop, orDash(d.CartToken),
-			d.SourceOfTruth, outcome(d.Primary), outcome(d.Shadow), divergenceDetail(d))
+		row(tw, strconv.FormatInt(d.ID, 10), when(d.At), d.Pod, string(d.Op), string(d.Kind), shop,
+			positionText(tandem.PositionOf(d.Divergence)), orDash(d.CartToken),
+			d.SourceOfTruth, outcome(d.Primary), outcome(d.Shadow), orDash(cmp.Or(d.Explanation, divergenceDetail(d.Divergence))))
 	}
 	tw.Flush()
+}
+
+// positionText is "item 300 group 1", or "-" when no item is known.
+func positionText(p tandem.DivergencePosition) string {
+	if p.ItemID == 0 && p.GroupID == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("item %d group %d", p.ItemID, p.GroupID)
+}
+
+func printDivergenceGroups(w io.Writer, s divergenceSummary) {
+	if len(s.Groups) == 0 {
+		fmt.Fprintln(w, "no divergences")
+		return
+	}
+	tw := newTable(w, "COUNT", "POD", "KIND", "OP", "SHOP", "POSITION", "FIRST", "LAST", "EXAMPLE")
+	for _, g := range s.Groups {
+		row(tw, strconv.Itoa(g.Count), g.Pod, string(g.Kind), string(g.Op), strconv.FormatInt(g.Position.ShopID, 10),
+			positionText(g.Position), when(g.FirstSeen), when(g.LastSeen),
+			fmt.Sprintf("#%d %s", g.Example.ID, g.Example.Explanation))
+	}
+	tw.Flush()
+	if s.Truncated {
+		fmt.Fprintf(w, "grouped the newest %d divergences only; narrow with --pod, --kind or --since for exact counts\n", s.Sampled)
+	}
+}
+
+// printConfig prints the effective configuration as YAML, the way the
+// config file reads.
+func printConfig(w io.Writer, cfg map[string]any) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfg); err != nil {
+		return fmt.Errorf("print the config: %w", err)
+	}
+	return enc.Close()
 }
 
 // divergenceDetail says in words what a divergence is about: a drifted

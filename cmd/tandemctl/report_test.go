@@ -33,13 +33,13 @@ func TestPrintDivergencesDetail(t *testing.T) {
 	avail, zero := int64(10), int64(0)
 	held := int64(2)
 	var b bytes.Buffer
-	printDivergences(&b, []tandem.Divergence{
-		{ID: 2, Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindStateDrift, ShopID: 1, SourceOfTruth: "ledger",
+	printDivergences(&b, explain(
+		tandem.Divergence{ID: 2, Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindStateDrift, ShopID: 1, SourceOfTruth: "ledger",
 			Position: &tandem.Drift{ShopID: 1, ItemID: 100, GroupID: 3, LedgerOnHand: 10, RedisAvailable: &zero, RedisHeld: &held,
 				MySQLAvailable: &avail, MySQLHeld: &held, Cause: "redis's counter says 0 available", Fixed: "redis recounted from the ledger"}},
-		{ID: 1, Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindOutcomeMismatch, ShopID: 1, CartToken: "c-1", SourceOfTruth: "mysql",
+		tandem.Divergence{ID: 1, Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindOutcomeMismatch, ShopID: 1, CartToken: "c-1", SourceOfTruth: "mysql",
 			Shadow: tandem.Outcome{Store: "redis", Status: tandem.EINSUFFICIENT, Message: "not contention: item 100 group 3 drifted"}},
-	})
+	))
 	out := b.String()
 	for _, want := range []string{"DETAIL", "item 100 group 3: ledger on_hand 10, redis available=0 held=2, mysql available=10 held=2",
 		"redis's counter says 0 available", "fixed: redis recounted from the ledger", "not contention: item 100 group 3 drifted"} {
@@ -47,4 +47,12 @@ func TestPrintDivergencesDetail(t *testing.T) {
 			t.Errorf("got\n%s\nwant it to contain %q", out, want)
 		}
 	}
+}
+
+func explain(ds ...tandem.Divergence) []tandem.ExplainedDivergence {
+	out := make([]tandem.ExplainedDivergence, len(ds))
+	for i, d := range ds {
+		out[i] = tandem.Explain(d)
+	}
+	return out
 }

@@ -56,6 +56,7 @@ func Shared() (*Validator, error) {
 		// Non-JSON answers of the admin API: the page and the document.
 		openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 		openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.FileBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("application/jsonl", openapi3filter.FileBodyDecoder)
 		shared, sharedErr = New(web.OpenAPI)
 	})
 	return shared, sharedErr

@@ -23,6 +23,7 @@
   const Charts = window.TandemCharts;
   const { KINDS, NA, $, el, badge, when, timeCell, pct, num, ms, rateOf, syncRows, modeBadge, usesStore } = window.TandemUI;
   const { fillCard, diffTable } = window.TandemWatch;
+  const Triage = window.TandemTriage;
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -50,11 +51,14 @@
     }
   }
 
-  async function api(method, path, body) {
+  // api calls the admin API and returns its decoded JSON answer, or with
+  // opts.raw the body as a Blob (the divergences' CSV and JSON lines).
+  async function api(method, path, body, opts) {
+    const raw = !!(opts && opts.raw);
     if (!state.token) {
       throw new ApiError(0, "unauthorized", "enter the admin token first");
     }
-    const opts = {
+    const req = {
       method,
       // X-Actor names who made a change in the audit log (API.md).
       headers: { Authorization: "Bearer " + state.token, Accept: "application/json", "X-Actor": state.actor || "dashboard" },
@@ -62,16 +66,17 @@
       credentials: "omit",
     };
     if (body !== undefined) {
-      opts.headers["Content-Type"] = "application/json";
-      opts.body = JSON.stringify(body);
+      req.headers["Content-Type"] = "application/json";
+      req.body = JSON.stringify(body);
     }
     let resp;
     try {
-      resp = await fetch(path, opts);
+      resp = await fetch(path, req);
     } catch (e) {
       throw new ApiError(0, "network_error", "cannot reach the admin API: " + e.message);
     }
     const text = await resp.text();
+    if (raw && resp.ok) return new Blob([text], { type: resp.headers.get("Content-Type") || "text/plain" });
     let data = null;
     try {
       data = text ? JSON.parse(text) : null;
@@ -489,8 +494,10 @@
     }
     state.refreshing = true;
     clearTimeout(state.timer);
+    loadOnce();
     const calls = [
-      ["/admin/pods", (d) => renderPods(d.pods || [])],
+      ["/admin/pods", (d) => { renderPods(d.pods || []); Triage.setPods((d.pods || []).map((p) => p.pod)); }],
+      [Triage.summaryPath(), (d) => Triage.render(d)],
       ["/admin/killswitch", renderKillSwitch],
       ["/admin/report", (d) => {
         Charts.record(d.pods || [], Date.now());
@@ -544,6 +551,17 @@
       status.textContent = "Updated " + when(new Date().toISOString());
     }
     schedule();
+  }
+
+  // loadOnce fetches, once per token, what does not change while the server
+  // runs (the effective config: its thresholds go on the charts) and the
+  // server's last hour of report samples, so the charts start with the
+  // recent past instead of when the tab opened.
+  function loadOnce() {
+    if (state.loadedFor === state.token) return;
+    state.loadedFor = state.token;
+    api("GET", "/admin/config").then((cfg) => { Charts.setConfig(cfg || {}); drawWatch(); }).catch(() => {});
+    api("GET", "/admin/history").then((h) => { Charts.seed((h && h.samples) || []); drawWatch(); }).catch(() => {});
   }
 
   function schedule() {
@@ -810,6 +828,7 @@
     }
     $("#confirm-force").addEventListener("change", dryRun);
     updateKillSwitchButtons();
+    Triage.init({ api, diffTable, refresh });
     $("#actor-input").value = state.actor;
     if (state.token) {
       $("#token-input").placeholder = "saved; type to replace";

@@ -10,6 +10,9 @@ window.TandemCharts = (function () {
   const PAD = { left: 56, right: 8, top: 10, bottom: 22 };
   // MAX_SAMPLES bounds a pod's buffer whatever the window (15 m at 2 s is 450).
   const MAX_SAMPLES = 1800;
+  // HISTORY_MS is how far back the charts reach: the server keeps an hour
+  // of samples (GET /admin/history), the tab its own since it opened.
+  const HISTORY_MS = 3600e3;
 
   // parseWindow turns a Go duration ("15m", "1h30m", "90s") into ms; 15 m
   // when it cannot be read.
@@ -45,7 +48,7 @@ window.TandemCharts = (function () {
   const buffers = new Map(); // pod -> RingBuffer of samples
 
   // record adds a sample of each REPORT, taken at t (ms), and keeps a pod's
-  // buffer to its gate window.
+  // buffer to its gate window or the last hour, whichever is longer.
   function record(reports, t) {
     for (const r of reports) {
       let buf = buffers.get(r.pod);
@@ -53,20 +56,58 @@ window.TandemCharts = (function () {
         buf = new RingBuffer(MAX_SAMPLES);
         buffers.set(r.pod, buf);
       }
-      const n = r.comparisons || 0;
-      const kinds = {};
-      for (const [k, v] of Object.entries(r.divergences || {})) kinds[k] = n > 0 ? v / n : 0;
-      const lat = {};
-      for (const [store, s] of Object.entries(r.latency_ms || {})) {
-        // Both percentiles at 0 is a window with no sample of the store.
-        if (s && typeof s.p50 === "number" && typeof s.p99 === "number" && (s.p50 || s.p99)) lat[store] = { p50: s.p50, p99: s.p99 };
-      }
-      buf.push({ t, rate: r.divergence_rate || 0, kinds, lat });
-      buf.since(t - parseWindow(r.window));
+      buf.push(sampleOf(r, t));
+      buf.since(t - Math.max(parseWindow(r.window), HISTORY_MS));
     }
     for (const pod of Array.from(buffers.keys())) {
       if (!reports.some((r) => r.pod === pod)) buffers.delete(pod);
     }
+  }
+
+  // sampleOf turns a REPORT taken at t (ms) into a chart sample.
+  function sampleOf(r, t) {
+    const n = r.comparisons || 0;
+    const kinds = {};
+    for (const [k, v] of Object.entries(r.divergences || {})) kinds[k] = n > 0 ? v / n : 0;
+    const lat = {};
+    for (const [store, s] of Object.entries(r.latency_ms || {})) {
+      // Both percentiles at 0 is a window with no sample of the store.
+      if (s && typeof s.p50 === "number" && typeof s.p99 === "number" && (s.p50 || s.p99)) lat[store] = { p50: s.p50, p99: s.p99 };
+    }
+    return { t, rate: r.divergence_rate || 0, kinds, lat };
+  }
+
+  // seed puts the server's history (GET /admin/history samples, oldest
+  // first) before what the tab sampled itself.
+  function seed(history) {
+    const byPod = new Map();
+    for (const s of history) {
+      const t = Date.parse(s.at);
+      if (!s.pod || isNaN(t)) continue;
+      if (!byPod.has(s.pod)) byPod.set(s.pod, []);
+      byPod.get(s.pod).push(sampleOf(s, t));
+    }
+    for (const [pod, items] of byPod) {
+      const buf = buffers.get(pod) || new RingBuffer(MAX_SAMPLES);
+      const first = buf.items.length ? buf.items[0].t : Infinity;
+      const merged = items.filter((x) => x.t < first).concat(buf.items);
+      buf.items = [];
+      for (const x of merged) buf.push(x);
+      buffers.set(pod, buf);
+    }
+  }
+
+  // config is the server's effective configuration (GET /admin/config),
+  // for the thresholds the charts draw.
+  let config = {};
+  function setConfig(c) {
+    config = c || {};
+  }
+  // abortThreshold is rollout.abort_divergence_rate, undefined when the
+  // automatic abort is off or unknown.
+  function abortThreshold() {
+    const v = (config.rollout || {}).abort_divergence_rate;
+    return typeof v === "number" && v > 0 ? v : undefined;
   }
 
   function samples(pod) {
@@ -116,8 +157,8 @@ window.TandemCharts = (function () {
 
   // lineChart draws series over [from, to] (ms) into a new <svg>:
   // series = [{key, label, cls, points: [[t, v], ...]}], opts = {title,
-  // format: (v) => string, threshold?: {value, label}, minMax?: the least
-  // top of the y axis}.
+  // format: (v) => string, threshold?: {value, label}, thresholds?: [{value,
+  // label, kind?, scale?}], minMax?: the least top of the y axis}.
   // A series with points === null is listed as n/a and not drawn.
   function lineChart(series, from, to, opts) {
     const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img",
@@ -125,7 +166,11 @@ window.TandemCharts = (function () {
     svg.append(svgEl("title", {}, opts.title));
     let max = 0;
     for (const s of series) for (const [, v] of s.points || []) max = Math.max(max, v);
-    if (opts.threshold) max = Math.max(max, opts.threshold.value);
+    // threshold (one) and thresholds (any) are horizontal lines with a label.
+    const lines = (opts.thresholds || []).concat(opts.threshold ? [opts.threshold] : []);
+    // A threshold with scale: false does not stretch the axis: above it,
+    // only its label shows, pinned to the top with an arrow.
+    for (const th of lines) if (th.scale !== false) max = Math.max(max, th.value);
     max = niceMax(Math.max(max, opts.minMax || 0));
     const x0 = PAD.left;
     const x1 = W - PAD.right;
@@ -141,10 +186,16 @@ window.TandemCharts = (function () {
     }
     svg.append(svgEl("text", { x: x0, y: H - 6, class: "axis" }, "−" + spanLabel(to - from)));
     svg.append(svgEl("text", { x: x1, y: H - 6, "text-anchor": "end", class: "axis" }, "now"));
-    if (opts.threshold) {
-      const y = yOf(opts.threshold.value);
-      svg.append(svgEl("line", { x1: x0, x2: x1, y1: y, y2: y, class: "threshold", "data-threshold": opts.threshold.value }));
-      svg.append(svgEl("text", { x: x1, y: y - 3, "text-anchor": "end", class: "axis threshold-label" }, opts.threshold.label));
+    for (const th of lines) {
+      const cls = th.kind ? " " + th.kind : "";
+      if (th.value > max) {
+        svg.append(svgEl("text", { x: x0 + 4, y: y1 + 9, "text-anchor": "start", class: "axis threshold-label offscale" + cls }, "↑ " + th.label));
+        continue;
+      }
+      const y = yOf(th.value);
+      svg.append(svgEl("line", { x1: x0, x2: x1, y1: y, y2: y, class: "threshold" + cls, "data-threshold": th.value }));
+      svg.append(svgEl("text", { x: th.kind === "abort" ? x0 + 4 : x1, y: y - 3, "text-anchor": th.kind === "abort" ? "start" : "end",
+        class: "axis threshold-label" + cls }, th.label));
     }
     for (const s of series) {
       if (!s.points || !s.points.length) continue;
@@ -172,5 +223,5 @@ window.TandemCharts = (function () {
     return ul;
   }
 
-  return { parseWindow, RingBuffer, record, samples, span, clear, lineChart, legend };
+  return { parseWindow, RingBuffer, record, samples, span, clear, lineChart, legend, seed, setConfig, abortThreshold, HISTORY_MS };
 })();

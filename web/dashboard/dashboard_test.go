@@ -177,7 +177,7 @@ func TestDashboard(t *testing.T) {
 					t.Errorf("got point %q in %q, want x,y inside the chart", p, pts)
 				}
 			}
-			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-b"] [data-chart="divergence"] line.threshold').length`); n != 1 {
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-b"] [data-chart="divergence"] line.threshold:not(.abort)').length`); n != 1 {
 				t.Errorf("got %d threshold lines on pod-b's divergence chart, want the gate's", n)
 			}
 		}},
@@ -232,6 +232,134 @@ func TestDashboard(t *testing.T) {
 			if strings.Contains(b.Text("#divergences"), `"store"`) {
 				t.Errorf("got raw JSON in the divergences, want the side-by-side view")
 			}
+		}},
+		{"TriageGroupsTheWall", func(t *testing.T) {
+			b.T = t
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 3`)
+			first := `#divergence-groups tr.group:first-child `
+			if got := b.Text(first + `[data-field="count"]`); got != "61" {
+				t.Errorf("got first group count %q, want the 61 drifts", got)
+			}
+			if got := b.Text(first + `[data-field="position"]`); got != "shop 4 · item 300 · group 1" {
+				t.Errorf("got position %q, want shop 4 · item 300 · group 1", got)
+			}
+			if got := b.Text(first + `[data-field="explanation"]`); !strings.Contains(got, "ledger on_hand 15, redis available=0, mysql available=15") {
+				t.Errorf("got explanation %q, want the ledger's and each store's figure", got)
+			}
+			if got := b.Text("#triage-status"); !strings.Contains(got, "65 divergences in 3 groups") {
+				t.Errorf("got status %q, want 65 divergences in 3 groups", got)
+			}
+			if got := browsertest.Eval[bool](b, `document.querySelector("#divergences-latest").open`); got {
+				t.Errorf("got the one-by-one list open, want it folded under the triage")
+			}
+		}},
+		{"TriageOpensGroupThenRow", func(t *testing.T) {
+			b.T = t
+			b.Do(chromedp.Click(chromedp.CSS(`#divergence-groups tr.group:first-child button.toggle`)))
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group-rows tr[data-divergence-row]").length === 61`)
+			// A refresh redraws the groups and keeps the opened one open.
+			b.WaitFor(`document.querySelector("#divergence-groups tr.group:first-child button.toggle").getAttribute("aria-expanded") === "true"`)
+			b.Do(chromedp.Click(chromedp.CSS(`#divergence-groups tr[data-divergence-row="1000"] button`)))
+			b.WaitFor(`!!document.querySelector('#divergence-groups tr[data-diff-of="1000"] table.diff')`)
+			diff := `#divergence-groups tr[data-diff-of="1000"] `
+			if got := b.Text(diff + `[data-aspect="status"] [data-side="primary"]`); got != "available=0" {
+				t.Errorf("got SoT side %q, want redis's available=0", got)
+			}
+			if got := b.Text(diff + `[data-aspect="status"] [data-side="shadow"]`); got != "available=15" {
+				t.Errorf("got shadow side %q, want mysql's available=15", got)
+			}
+		}},
+		{"TriageFilters", func(t *testing.T) {
+			b.T = t
+			setSelect := func(sel, v string) {
+				browsertest.Eval[bool](b, `(() => { const s = document.querySelector("`+sel+`"); s.value = "`+v+`"; s.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`)
+			}
+			setSelect("#triage-kind", "shadow_timeout")
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 1`)
+			if got := b.Text(`#divergence-groups tr.group [data-field="pod"]`); got != "pod-a" {
+				t.Errorf("got pod %q, want pod-a's timeouts", got)
+			}
+			setSelect("#triage-kind", "")
+			setSelect("#triage-op", "audit")
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 1`)
+			setSelect("#triage-op", "")
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 3`)
+			setSelect("#triage-pod", "pod-a")
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 1`)
+			b.WaitFor(`document.querySelector('#divergence-groups tr.group [data-field="pod"]').textContent === "pod-a"`)
+			if !slices.ContainsFunc(api.requestsTo(http.MethodGet, "/admin/divergences/summary"), func(r request) bool { return strings.Contains(r.rawQuery, "pod=pod-a") }) {
+				t.Errorf("got no summary asked for pod-a, want the pod filter sent to the server")
+			}
+			// Export asks for the filtered rows as CSV, with the token in a header.
+			b.Do(chromedp.Click(chromedp.CSS("#triage-export-csv")))
+			b.WaitFor(`performance.getEntriesByType("resource").some((e) => e.name.includes("format=csv"))`)
+			if !slices.ContainsFunc(api.requestsTo(http.MethodGet, "/admin/divergences"), func(r request) bool {
+				return strings.Contains(r.rawQuery, "format=csv") && strings.Contains(r.rawQuery, "pod=pod-a")
+			}) {
+				t.Errorf("got no CSV export of pod-a's divergences with the token, want one")
+			}
+			setSelect("#triage-pod", "")
+			b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group").length === 3`)
+		}},
+		{"ChartsShowHistoryAndThresholds", func(t *testing.T) {
+			b.T = t
+			card := `[data-testid="watch-pod-b"] [data-chart="divergence"]`
+			// pod-b is in shadow: the abort (5%) is above its rates and does
+			// not stretch the axis away from the gate (0.1%); its label shows.
+			b.WaitFor(`!!document.querySelector('` + card + ` text.threshold-label.abort.offscale')`)
+			if got := b.Text(card + ` text.threshold-label.abort`); got != "↑ abort 5.000% (on mysql)" {
+				t.Errorf("got abort label %q, want ↑ abort 5.000%% (on mysql)", got)
+			}
+			// pod-c is on mysql: the abort is its line.
+			podC := `[data-testid="watch-pod-c"] [data-chart="divergence"]`
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('`+podC+` line.threshold.abort').length`); n != 1 {
+				t.Errorf("got %d abort lines on pod-c (mysql), want 1", n)
+			}
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('`+card+` line.threshold:not(.abort)').length`); n != 1 {
+				t.Errorf("got %d gate lines, want 1", n)
+			}
+			saveArtifact(t, "dashboard-watch.png", browsertest.Run(b, chromedp.Screenshot(chromedp.CSS("#watch-pods"))))
+			// The server's hour of samples comes before the tab's own.
+			if n := browsertest.Eval[int](b, `TandemCharts.samples("pod-b").length`); n < 720 {
+				t.Errorf("got %d samples of pod-b, want the server's 720 and the tab's", n)
+			}
+			if got := b.Text(card + " text.axis"); got == "" {
+				t.Errorf("got no axis labels")
+			}
+		}},
+		{"TriageLayout", func(t *testing.T) {
+			b.T = t
+			for _, width := range []int{1400, 900} {
+				b.Do(chromedp.EmulateViewport(int64(width), 1000))
+				b.WaitFor(fmt.Sprintf(`window.innerWidth === %d`, width))
+				b.Do(chromedp.ScrollIntoView(chromedp.CSS("#triage")))
+				if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > width {
+					t.Errorf("at %d px: got a page %d px wide, want no sideways scrolling", width, w)
+				}
+				box := browsertest.Eval[[]float64](b, `(() => { const r = document.querySelector("#divergence-groups").getBoundingClientRect(); return [r.left, r.right, r.height]; })()`)
+				if len(box) != 3 || box[0] < 0 || box[1] > float64(width) || box[2] < 100 {
+					t.Errorf("at %d px: got the group table at %v, want it visible inside the window", width, box)
+				}
+				// The explanation wraps in its cell rather than widening the table.
+				if cw := browsertest.Eval[bool](b, `(() => { const s = document.querySelector("#divergence-groups").parentElement; return s.scrollWidth <= s.clientWidth; })()`); !cw {
+					t.Errorf("at %d px: got the group table wider than its section, want the explanations wrapped: %s", width,
+						browsertest.Eval[string](b, `(() => { const s = document.querySelector("#divergence-groups"); return s.scrollWidth + " in " + s.parentElement.clientWidth + ": " + Array.from(s.querySelectorAll("thead th")).map((th) => Math.round(th.getBoundingClientRect().width)).join(","); })()`))
+				}
+				if width == 900 {
+					// Open the big group and a row's diff: still no sideways scrolling.
+					b.Do(chromedp.Click(chromedp.CSS(`#divergence-groups tr.group:first-child button.toggle`)))
+					b.WaitFor(`document.querySelectorAll("#divergence-groups tr.group-rows tr[data-divergence-row]").length === 61`)
+					b.Do(chromedp.Click(chromedp.CSS(`#divergence-groups tr[data-divergence-row="999"] button`)))
+					b.WaitFor(`!!document.querySelector('#divergence-groups tr[data-diff-of="999"] table.diff')`)
+					if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > width {
+						t.Errorf("at %d px with a group and a diff open: got a page %d px wide, want no sideways scrolling", width, w)
+					}
+				}
+				png := browsertest.Run(b, chromedp.Screenshot(chromedp.CSS("#triage")))
+				saveArtifact(t, fmt.Sprintf("dashboard-triage-%d.png", width), png)
+			}
+			b.Do(chromedp.EmulateViewport(1400, 1000))
+			b.WaitFor(`window.innerWidth === 1400`)
 		}},
 		{"Screenshot", func(t *testing.T) {
 			b.T = t
@@ -501,7 +629,12 @@ func TestDashboard(t *testing.T) {
 // screenshot saves the page to artifacts/name at the repository root.
 func screenshot(t *testing.T, b *browsertest.Page, name string) {
 	t.Helper()
-	png := browsertest.Run(b, chromedp.FullScreenshot(100))
+	saveArtifact(t, name, browsertest.Run(b, chromedp.FullScreenshot(100)))
+}
+
+// saveArtifact writes png to artifacts/name at the repository root.
+func saveArtifact(t *testing.T, name string, png []byte) {
+	t.Helper()
 	dir := filepath.Join("..", "..", "artifacts")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -739,12 +872,31 @@ func (f *fakeAdmin) handler() http.Handler {
 		writeJSON(w, 200, f.ks)
 	})
 	mux.HandleFunc("GET /admin/divergences", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"divergences": []tandem.Divergence{{
-			ID: 17, At: time.Now(), Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindOutcomeMismatch,
-			CartToken: "c-9", ShopID: 4, SourceOfTruth: "redis",
-			Primary: tandem.Outcome{Store: "redis", Status: "reserved", Lines: []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}, LatencyMS: 1.1},
-			Shadow:  tandem.Outcome{Store: "mysql", Status: "insufficient_inventory", Message: "item 100 has 1 sellable unit, 2 requested", LatencyMS: 3.4},
-		}}})
+		// The latest list (no kind) holds divergence 17; the triage's
+		// group rows ask for a pod and kind.
+		if r.URL.Query().Get("kind") == "" {
+			writeJSON(w, 200, map[string]any{"divergences": []tandem.Divergence{divergence17()}})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"divergences": explained(filterDivergences(triageDivergences(), r))})
+	})
+	mux.HandleFunc("GET /admin/divergences/summary", func(w http.ResponseWriter, r *http.Request) {
+		all := append(triageDivergences(), divergence17())
+		writeJSON(w, 200, map[string]any{"groups": tandem.GroupDivergences(filterDivergences(all, r)), "sampled": len(all), "truncated": false})
+	})
+	mux.HandleFunc("GET /admin/config", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"rollout": map[string]any{"gate_max_divergence_rate": 0.001, "abort_divergence_rate": 0.05}})
+	})
+	mux.HandleFunc("GET /admin/history", func(w http.ResponseWriter, r *http.Request) {
+		// An hour of pod-b's reports every 5 s, before the tab opened.
+		var out []tandem.ReportSample
+		now := time.Now()
+		for i := 720; i > 0; i-- {
+			out = append(out, tandem.ReportSample{At: now.Add(-time.Duration(i) * 5 * time.Second), Report: tandem.Report{
+				Pod: "pod-b", Mode: tandem.ModeShadow, Window: "15m", Comparisons: 1000, Matches: 990, DivergenceRate: 0.01,
+				Divergences: map[tandem.DivergenceKind]int64{tandem.KindStateDrift: int64(i % 20)}, LatencyMS: map[string]tandem.LatencyStats{}}})
+		}
+		writeJSON(w, 200, map[string]any{"samples": out})
 	})
 	mux.HandleFunc("GET /admin/report", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -871,4 +1023,54 @@ func readBody(r *http.Request) ([]byte, io.ReadCloser) {
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	r.Body.Close()
 	return raw, io.NopCloser(bytes.NewReader(raw))
+}
+
+func divergence17() tandem.Divergence {
+	return tandem.Divergence{
+		ID: 17, At: time.Now(), Pod: "pod-b", Op: tandem.OpReserve, Kind: tandem.KindOutcomeMismatch,
+		CartToken: "c-9", ShopID: 4, SourceOfTruth: "redis",
+		Primary: tandem.Outcome{Store: "redis", Status: "reserved", Lines: []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}, LatencyMS: 1.1},
+		Shadow:  tandem.Outcome{Store: "mysql", Status: "insufficient_inventory", Message: "item 100 has 1 sellable unit, 2 requested", LatencyMS: 3.4},
+	}
+}
+
+// triageDivergences are 61 drifts of one position of pod-b, the wall the
+// triage folds into one group, and 3 shadow timeouts of pod-a.
+func triageDivergences() []tandem.Divergence {
+	var out []tandem.Divergence
+	now := time.Now()
+	zero, fifteen := int64(0), int64(15)
+	for i := range 61 {
+		d := tandem.Drift{ShopID: 4, ItemID: 300, GroupID: 1, LedgerOnHand: 15, RedisAvailable: &zero, MySQLAvailable: &fifteen,
+			Cause: "redis's counter lost 15 units"}
+		r, m := tandem.DriftOutcomes(d)
+		out = append(out, tandem.Divergence{ID: int64(1000 - i), At: now.Add(-time.Duration(i) * time.Minute), Pod: "pod-b",
+			Op: tandem.OpAudit, Kind: tandem.KindStateDrift, ShopID: 4, SourceOfTruth: "ledger", Primary: r, Shadow: m, Position: &d})
+	}
+	for i := range 3 {
+		out = append(out, tandem.Divergence{ID: int64(500 - i), At: now.Add(-time.Duration(i) * time.Minute), Pod: "pod-a",
+			Op: tandem.OpReserve, Kind: tandem.KindShadowTimeout, CartToken: fmt.Sprintf("c-t%d", i), ShopID: 1, SourceOfTruth: "redis",
+			Primary: tandem.Outcome{Store: "redis", Status: "reserved", Lines: []tandem.Line{{ItemID: 100, Quantity: 1, GroupID: 1}}},
+			Shadow:  tandem.Outcome{Store: "mysql", Status: tandem.OutcomeTimeout}})
+	}
+	return out
+}
+
+func filterDivergences(ds []tandem.Divergence, r *http.Request) []tandem.Divergence {
+	q := r.URL.Query()
+	var out []tandem.Divergence
+	for _, d := range ds {
+		if (q.Get("pod") == "" || d.Pod == q.Get("pod")) && (q.Get("kind") == "" || string(d.Kind) == q.Get("kind")) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func explained(ds []tandem.Divergence) []tandem.ExplainedDivergence {
+	out := make([]tandem.ExplainedDivergence, len(ds))
+	for i, d := range ds {
+		out[i] = tandem.Explain(d)
+	}
+	return out
 }

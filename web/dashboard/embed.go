@@ -7,8 +7,8 @@ package dashboard
 
 import "embed"
 
-// FS holds index.html, its scripts (ui.js, charts.js, watch.js, app.js)
+// FS holds index.html, its scripts (ui.js, charts.js, watch.js, triage.js, app.js)
 // and style.css at its root, ready for http.FileServerFS.
 //
-//go:embed index.html app.js ui.js charts.js watch.js style.css
+//go:embed index.html app.js ui.js charts.js watch.js triage.js style.css
 var FS embed.FS

@@ -91,13 +91,18 @@ window.TandemWatch = (function () {
 
   function chartsView(pod, mode, r, p) {
     const samples = Charts.samples(pod);
-    const [from, to] = Charts.span(pod, Charts.parseWindow(r.window));
+    const [from, to] = Charts.span(pod, Math.max(Charts.parseWindow(r.window), Charts.HISTORY_MS));
     const windowLabel = r.window || "15m";
     const kinds = KINDS.map((k, i) => ({ key: k, label: k, cls: "s" + i,
       points: samples.map((x) => [x.t, x.kinds[k] || 0]) }));
     const rateCheck = ((p.gates || {}).checks || []).find((c) => c.gate === "max_divergence_rate");
     const threshold = rateCheck ? { value: rateCheck.threshold, label: "gate " + pct(rateCheck.threshold) } : undefined;
-    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, minMax: 0.001 });
+    const abort = Charts.abortThreshold();
+    // The automatic abort judges a pod whose source of truth is MySQL: on a
+    // pod in shadow it is shown for what is to come, without stretching
+    // the axis away from the gate.
+    const thresholds = abort !== undefined && (mode === "mysql" || mode === "shadow") ? [{ value: abort, label: "abort " + pct(abort) + (mode === "shadow" ? " (on mysql)" : ""), kind: "abort", scale: mode !== "shadow" }] : [];
+    const divChart = Charts.lineChart(kinds, from, to, { title: "Divergence rate by kind, " + pod, format: pct, threshold, thresholds, minMax: 0.001 });
     const lat = [];
     ["redis", "mysql"].forEach((store, i) => {
       for (const q of ["p50", "p99"]) {
