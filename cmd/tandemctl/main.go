@@ -229,6 +229,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 	if c.json {
 		c.api.Raw = c.printRaw
+	} else if useColour(m.Stdout, m.Env) {
+		c.stdout = &colourWriter{w: m.Stdout}
 	}
 	if m.Interactive != nil && m.Stdin != nil && m.Interactive() {
 		c.confirm = func(question string) bool { return confirm(m.Stdin, m.Stderr, question) }

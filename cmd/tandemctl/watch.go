@@ -89,6 +89,9 @@ func watchFlags(fs *flag.FlagSet, name string) func(ctx context.Context, c *clie
 // isTerminal reports whether w is a terminal, where a refresh may clear
 // the screen.
 func isTerminal(w io.Writer) bool {
+	if cw, ok := w.(*colourWriter); ok {
+		w = cw.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
