@@ -298,4 +298,3 @@ func TestThrottle_EndsWithTheContext(t *testing.T) {
 		}
 	})
 }
-
