@@ -246,6 +246,8 @@ func (r *Router) work(ctx context.Context) {
 	tick := time.NewTicker(r.ShadowTimeout / 2)
 	defer tick.Stop()
 	nextSweep := time.Now().Add(r.SweepInterval)
+	// Each round of convergence asks the pod's throttle first.
+	rounds := tandem.WithThrottle(ctx, r.Throttle, tandem.JobConverge)
 	for {
 		select {
 		case <-ctx.Done():
@@ -257,11 +259,12 @@ func (r *Router) work(ctx context.Context) {
 			nextSweep = time.Now()
 		}
 		r.flushDirty(ctx)
-		for r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
+		for tandem.WaitThrottle(rounds) == nil && r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
 			r.flushDirty(ctx)
 		}
 		if !time.Now().Before(nextSweep) && !r.copying.Load() {
-			if _, err := r.Sweep(tandem.WithPace(ctx, r.SweepDuty)); err != nil && ctx.Err() == nil {
+			sctx := tandem.WithThrottle(tandem.WithPace(ctx, r.SweepDuty), r.Throttle, tandem.JobSweep)
+			if _, err := r.Sweep(sctx); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
 			}
 			nextSweep = time.Now().Add(r.SweepInterval)

@@ -99,6 +99,13 @@ type Router struct {
 	Dirty tandem.DirtyLog
 	// Observer is told of every convergence (optional).
 	Observer ConvergeObserver
+	// Throttle is the pod's throttle (optional): the backfill's batches,
+	// the sweep's and the audit's pages, resyncs and the convergence
+	// worker's rounds ask it first (tandem.WithThrottle). Buyer flows never.
+	Throttle tandem.Throttle
+	// Buyers is told the latency of every buyer reserve from the source of
+	// truth (optional): the throttle's measure of the buyers' health.
+	Buyers BuyerObserver
 	// Logger receives warnings (default: none).
 	Logger Logger
 	Now    func() time.Time
@@ -150,6 +157,12 @@ type Router struct {
 	// pausing counts the pauses in force, so that shadow work outside a
 	// backfill never takes mu to look at paused.
 	pausing atomic.Int64
+}
+
+// BuyerObserver records buyers' reserve latencies; throttle's Throttle
+// satisfies it. ObserveBuyer must not block.
+type BuyerObserver interface {
+	ObserveBuyer(d time.Duration)
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -302,7 +315,11 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
-	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
+	took := time.Since(start)
+	job.primary(tandem.OutcomeOf(sot.Name(), res, err, took))
+	if r.Buyers != nil {
+		r.Buyers.ObserveBuyer(took)
+	}
 	return r.stamp(res, sot.Name()), err
 }
 
