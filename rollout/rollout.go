@@ -285,8 +285,13 @@ type Controller struct {
 	// implements it. Set it before Open; while it is nil, a plan with
 	// confirm webhooks promotes nothing.
 	Confirmer Confirmer
+	// Throttles gives the pods' throttle states on this instance
+	// (POD.throttle); nil shows the manual throttle alone.
+	Throttles ThrottleStates
 
 	state   atomic.Pointer[podTable]
+	// manual holds the manual throttles, loaded with the pod modes.
+	manual atomic.Pointer[manualTable]
 	version atomic.Int64
 	// reloadMu serializes reloads so that an older read never replaces a
 	// newer one.
@@ -335,6 +340,7 @@ func New(cfg Config, store StateStore) *Controller {
 		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
 		confirms: map[string]*confirmRun{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
+	c.manual.Store(&manualTable{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -403,6 +409,9 @@ func (c *Controller) Reload(ctx context.Context) error {
 	}
 	if version < c.version.Load() {
 		return nil
+	}
+	if err := c.loadThrottles(ctx); err != nil {
+		return err
 	}
 	next := &podTable{version: version, pods: make(map[string]podState, len(c.PodConfigs))}
 	old := c.state.Load()
