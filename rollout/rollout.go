@@ -289,9 +289,9 @@ type Controller struct {
 	// (POD.throttle); nil shows the manual throttle alone.
 	Throttles ThrottleStates
 
-	state   atomic.Pointer[podTable]
+	state atomic.Pointer[podTable]
 	// manual holds the manual throttles, loaded with the pod modes.
-	manual atomic.Pointer[manualTable]
+	manual  atomic.Pointer[manualTable]
 	version atomic.Int64
 	// reloadMu serializes reloads so that an older read never replaces a
 	// newer one.
