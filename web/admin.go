@@ -58,6 +58,9 @@ type AdminServer struct {
 	// Plan runs the pod-by-pod rollout plan behind /admin/plan; nil
 	// answers those routes 404 not_found (after the token check).
 	Plan tandem.PlanService
+	// Throttle turns the pods' manual throttles on and off behind PUT
+	// /admin/pods/{pod}/throttle; nil answers it 404 not_found.
+	Throttle tandem.ThrottleService
 }
 
 // MetricsHandler serves GET /metrics alone, without a token, for the
@@ -95,6 +98,7 @@ func (s *AdminServer) Handler() http.Handler {
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash)}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
+	throttle := &throttleHandler{adminHandler: h, svc: s.Throttle}
 	toks := newTokens(s.Token, s.ViewerToken)
 	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
@@ -133,6 +137,7 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Put("/admin/pods/{pod}/mode", h.setMode)
 		r.Post("/admin/pods/{pod}/audit", h.audit)
 		r.Post("/admin/pods/{pod}/resync", h.resync)
+		r.Put("/admin/pods/{pod}/throttle", throttle.set)
 		r.Get("/admin/killswitch", h.killSwitch)
 		r.Post("/admin/killswitch", h.engage)
 		r.Delete("/admin/killswitch", h.disengage)
