@@ -26,9 +26,9 @@ import (
 	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/killswitch"
 	"github.com/tandemhq/tandem/mysqlres"
-	"github.com/tandemhq/tandem/throttle"
 	"github.com/tandemhq/tandem/redisres"
 	"github.com/tandemhq/tandem/rollout"
+	"github.com/tandemhq/tandem/throttle"
 	"github.com/tandemhq/tandem/web"
 	"github.com/tandemhq/tandem/webhook"
 )
