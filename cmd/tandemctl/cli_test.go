@@ -8,7 +8,7 @@ import (
 
 // everyCommand is every tandemctl command.
 var everyCommand = []string{"pods", "mode", "kill", "unkill", "killswitch", "divergences", "report",
-	"audit", "resync", "log", "instances", "plan", "version"}
+	"audit", "resync", "throttle", "log", "instances", "plan", "version"}
 
 // TestHelpEveryCommand checks that -h, --help and "help CMD" print the
 // command's help once, to stdout, and exit 0, without a token.
