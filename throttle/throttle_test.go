@@ -81,12 +81,13 @@ func TestThrottle_BuyerP99(t *testing.T) {
 			t.Fatal(err)
 		}
 		waited := time.Since(start)
-		if waited <= throttle.DefaultBuyerWindow {
+		if waited < throttle.DefaultBuyerWindow {
 			t.Fatalf("waited %v, want until the slow reserves left the %v window", waited, throttle.DefaultBuyerWindow)
 		}
 		if got := throttledSeconds(reg, tandem.JobBackfill, tandem.SignalBuyerP99); got != waited.Seconds() {
 			t.Fatalf("tandem_throttled_seconds_total{job=backfill,reason=buyer_p99} = %v, want %v", got, waited.Seconds())
 		}
+		time.Sleep(time.Millisecond)
 		if st := th.State(); st.Throttled {
 			t.Fatalf("state %+v after the window, want not throttled", st)
 		}
@@ -295,6 +296,37 @@ func TestThrottle_EndsWithTheContext(t *testing.T) {
 		ctx = tandem.WithThrottle(ctx, th, tandem.JobBackfill)
 		if err := tandem.Pace(ctx, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want the context's deadline", err)
+		}
+	})
+}
+
+// TestThrottle_BuyersSlowWithoutUs checks that buyers who stay slow
+// through a whole window in which the job waited let its next batch run,
+// and that the next batch waits again.
+func TestThrottle_BuyersSlowWithoutUs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := mustNew(t, throttle.Config{})
+		stop := make(chan struct{})
+		go func() { // buyers slow all along, whatever the job does
+			for {
+				th.ObserveBuyer(50 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+		defer close(stop)
+		time.Sleep(time.Second)
+		for batch := range 2 {
+			start := time.Now()
+			if err := th.Wait(t.Context(), tandem.JobBackfill); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited < throttle.DefaultBuyerWindow || waited > throttle.DefaultBuyerWindow+throttle.DefaultInterval {
+				t.Fatalf("batch %d waited %v, want one buyer window (%v)", batch, waited, throttle.DefaultBuyerWindow)
+			}
 		}
 	})
 }
