@@ -82,3 +82,27 @@ func TestLoad_Signals(t *testing.T) {
 		}
 	})
 }
+
+// countingThrottle counts the pages that asked it.
+type countingThrottle struct{ n atomic.Int64 }
+
+func (c *countingThrottle) Wait(context.Context, string) error {
+	c.n.Add(1)
+	return nil
+}
+
+// TestCheckInvariants_AsksTheThrottle checks that the invariant check
+// asks the pod's throttle between its statements, each on a connection of
+// its own, and still finds nothing wrong on a clean store.
+func TestCheckInvariants_AsksTheThrottle(t *testing.T) {
+	s := MustOpenStore(t)
+	mustSetOnHand(t, s, tandem.Key{ShopID: 1, ItemID: 1, GroupID: 1}, 5)
+	th := &countingThrottle{}
+	vs, err := s.CheckInvariants(tandem.WithThrottle(context.Background(), th, tandem.JobAudit))
+	if err != nil || len(vs) != 0 {
+		t.Fatalf("got %v, %v; want no violation", vs, err)
+	}
+	if n := th.n.Load(); n != 2 {
+		t.Fatalf("the throttle was asked %d times, want between the three statements (2)", n)
+	}
+}
