@@ -194,12 +194,14 @@ func (t *Throttle) Wait(ctx context.Context, job string) error {
 }
 
 // State returns the throttle's state now, from the buyers' window, the
-// manual throttle and the database's last polls (it polls nothing).
+// manual throttle and the database's last polls (it polls nothing). While
+// no job asks, the polls age and are not judged, and the state is shown
+// but not recorded: OnChange hears of changes that jobs see.
 func (t *Throttle) State() tandem.ThrottleState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fresh := time.Since(t.polledAt) <= 4*t.Interval
-	return t.evaluateLocked(time.Now(), fresh)
+	return t.evaluateLocked(time.Now(), fresh, fresh)
 }
 
 // check polls the database when its last poll is older than Interval and
@@ -212,7 +214,7 @@ func (t *Throttle) check(ctx context.Context) (tandem.ThrottleState, error) {
 		t.pollLocked(ctx)
 		t.polledAt = time.Now()
 	}
-	st := t.evaluateLocked(now, true)
+	st := t.evaluateLocked(now, true, true)
 	if st.Signal == tandem.SignalCriticalLoad {
 		return st, tandem.Errorf(tandem.EUNAVAILABLE, "critical load on pod %s: %s", t.Pod, st.Reason)
 	}
@@ -241,10 +243,10 @@ func (t *Throttle) pollLocked(ctx context.Context) {
 	}
 }
 
-// evaluateLocked judges the signals at now, in order of gravity, and
-// records (and tells) a change of state. fresh says whether the
+// evaluateLocked judges the signals at now, in order of gravity, and with
+// record records (and tells) a change of state. fresh says whether the
 // database's readings may be judged.
-func (t *Throttle) evaluateLocked(now time.Time, fresh bool) tandem.ThrottleState {
+func (t *Throttle) evaluateLocked(now time.Time, fresh, record bool) tandem.ThrottleState {
 	signal, reason := t.signalLocked(now, fresh)
 	var manual *tandem.ManualThrottle
 	if t.Manual != nil {
@@ -263,6 +265,9 @@ func (t *Throttle) evaluateLocked(now time.Time, fresh bool) tandem.ThrottleStat
 			at := now.UTC()
 			next.Since = &at
 		}
+	}
+	if !record {
+		return next
 	}
 	t.state = next
 	if (prev.Throttled != next.Throttled || prev.Signal != next.Signal) && t.OnChange != nil {
