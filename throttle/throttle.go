@@ -116,7 +116,13 @@ type Throttle struct {
 
 	mu       sync.Mutex
 	polledAt time.Time
-	threads  int
+	// checkedAt is a job's last check; heldSince when the buyers' signals
+	// began holding the jobs (zero when they do not), and excusedUntil the
+	// end of a window in which they hold nothing (see Wait).
+	checkedAt    time.Time
+	heldSince    time.Time
+	excusedUntil time.Time
+	threads      int
 	critical int // polls in a row at or over CriticalThreadsRunning
 	lag      time.Duration
 	lagErr   error
@@ -153,26 +159,21 @@ func (t *Throttle) ObserveAdmission(d time.Duration) { t.admission.add(time.Now(
 
 // Wait returns when job may run its next batch (tandem.Throttle).
 //
-// A job held by the buyers' signals alone for a whole BuyerWindow runs
-// its next batch anyway: the buyers stayed slow through a window in which
-// it ran nothing, so their latency is not its doing (a loaded machine,
-// another tenant), and waiting longer would only stall it for good. The
-// database's signals and the manual throttle hold a job as long as they
-// say.
+// When the buyers' signals alone have held the background work for a
+// whole BuyerWindow, the buyers stayed slow through a window in which it
+// ran nothing: their latency is not its doing (a loaded machine, another
+// tenant), and holding longer would only stall it for good. The buyers'
+// signals then hold nothing for the next BuyerWindow, after which they are
+// judged again: background work gets at least half the time while the
+// cause is elsewhere. The database's signals and the manual throttle hold
+// work as long as they say.
 func (t *Throttle) Wait(ctx context.Context, job string) error {
-	var heldByBuyers time.Duration
 	for {
 		st, err := t.check(ctx)
 		if err != nil {
 			return err
 		}
 		if !st.Throttled {
-			return nil
-		}
-		buyers := st.Signal == tandem.SignalBuyerP99 || st.Signal == tandem.SignalAdmissionWait
-		if !buyers {
-			heldByBuyers = 0
-		} else if heldByBuyers >= t.BuyerWindow {
 			return nil
 		}
 		start := time.Now()
@@ -182,11 +183,7 @@ func (t *Throttle) Wait(ctx context.Context, job string) error {
 		case <-ctx.Done():
 			timer.Stop()
 		}
-		waited := time.Since(start)
-		t.seconds.WithLabelValues(job, st.Signal).Add(waited.Seconds())
-		if buyers {
-			heldByBuyers += waited
-		}
+		t.seconds.WithLabelValues(job, st.Signal).Add(time.Since(start).Seconds())
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -215,6 +212,19 @@ func (t *Throttle) check(ctx context.Context) (tandem.ThrottleState, error) {
 		t.polledAt = time.Now()
 	}
 	st := t.evaluateLocked(now, true, true)
+	if now.Sub(t.checkedAt) > 2*t.Interval {
+		t.heldSince = time.Time{} // no job asked meanwhile: a new hold
+	}
+	t.checkedAt = now
+	switch {
+	case st.Signal != tandem.SignalBuyerP99 && st.Signal != tandem.SignalAdmissionWait:
+		t.heldSince = time.Time{}
+	case t.heldSince.IsZero():
+		t.heldSince = now
+	case now.Sub(t.heldSince) >= t.BuyerWindow:
+		t.heldSince, t.excusedUntil = time.Time{}, now.Add(t.BuyerWindow)
+		st = t.evaluateLocked(now, true, true)
+	}
 	if st.Signal == tandem.SignalCriticalLoad {
 		return st, tandem.Errorf(tandem.EUNAVAILABLE, "critical load on pod %s: %s", t.Pod, st.Reason)
 	}
@@ -280,12 +290,13 @@ func (t *Throttle) signalLocked(now time.Time, fresh bool) (signal, reason strin
 	if fresh && t.CriticalThreadsRunning > 0 && t.critical >= 2 {
 		return tandem.SignalCriticalLoad, fmt.Sprintf("Threads_running %d >= critical %d", t.threads, t.CriticalThreadsRunning)
 	}
-	if t.MaxBuyerP99 > 0 {
+	excused := now.Before(t.excusedUntil)
+	if t.MaxBuyerP99 > 0 && !excused {
 		if p99, n := t.buyers.p99(now); n >= t.MinBuyerSamples && p99 > t.MaxBuyerP99 {
 			return tandem.SignalBuyerP99, fmt.Sprintf("buyer p99 %s > %s", round(p99), t.MaxBuyerP99)
 		}
 	}
-	if t.MaxAdmissionWait > 0 {
+	if t.MaxAdmissionWait > 0 && !excused {
 		if p99, n := t.admission.p99(now); n >= t.MinBuyerSamples && p99 > t.MaxAdmissionWait {
 			return tandem.SignalAdmissionWait, fmt.Sprintf("mysql admission wait p99 %s > %s", round(p99), t.MaxAdmissionWait)
 		}

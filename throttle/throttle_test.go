@@ -301,13 +301,13 @@ func TestThrottle_EndsWithTheContext(t *testing.T) {
 }
 
 // TestThrottle_BuyersSlowWithoutUs checks that buyers who stay slow
-// through a whole window in which the job waited let its next batch run,
-// and that the next batch waits again.
+// through a whole window in which every job waited hold nothing for the
+// next window (the cause is elsewhere), and are judged again after it.
 func TestThrottle_BuyersSlowWithoutUs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		th, _ := mustNew(t, throttle.Config{})
 		stop := make(chan struct{})
-		go func() { // buyers slow all along, whatever the job does
+		go func() { // buyers slow all along, whatever the jobs do
 			for {
 				th.ObserveBuyer(50 * time.Millisecond)
 				select {
@@ -319,14 +319,25 @@ func TestThrottle_BuyersSlowWithoutUs(t *testing.T) {
 		}()
 		defer close(stop)
 		time.Sleep(time.Second)
-		for batch := range 2 {
+		wait := func() time.Duration {
 			start := time.Now()
 			if err := th.Wait(t.Context(), tandem.JobBackfill); err != nil {
 				t.Fatal(err)
 			}
-			if waited := time.Since(start); waited < throttle.DefaultBuyerWindow || waited > throttle.DefaultBuyerWindow+throttle.DefaultInterval {
-				t.Fatalf("batch %d waited %v, want one buyer window (%v)", batch, waited, throttle.DefaultBuyerWindow)
+			return time.Since(start)
+		}
+		if waited := wait(); waited != throttle.DefaultBuyerWindow {
+			t.Fatalf("the first page waited %v, want one buyer window (%v)", waited, throttle.DefaultBuyerWindow)
+		}
+		for i := range 10 { // pages of 100ms, through the excused window
+			if waited := wait(); waited != 0 {
+				t.Fatalf("page %d of the excused window waited %v, want 0", i, waited)
 			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(throttle.DefaultBuyerWindow)
+		if waited := wait(); waited != throttle.DefaultBuyerWindow {
+			t.Fatalf("a page after the excused window waited %v, want one buyer window again", waited)
 		}
 	})
 }
