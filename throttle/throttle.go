@@ -123,10 +123,10 @@ type Throttle struct {
 	heldSince    time.Time
 	excusedUntil time.Time
 	threads      int
-	critical int // polls in a row at or over CriticalThreadsRunning
-	lag      time.Duration
-	lagErr   error
-	state    tandem.ThrottleState
+	critical     int // polls in a row at or over CriticalThreadsRunning
+	lag          time.Duration
+	lagErr       error
+	state        tandem.ThrottleState
 }
 
 var _ tandem.Throttle = (*Throttle)(nil)
