@@ -98,7 +98,7 @@ func (b *Backfill) audit(ctx context.Context, s *backfillStores) (AuditResult, e
 	if b.Rate == 0 {
 		return res, nil
 	}
-	l := &backfillBuyers{}
+	l := &backfillBuyers{prefix: "audit-"}
 	l.run(ctx, s.router, b.Rate, b.Shops)
 	time.Sleep(b.Warmup)
 	l.phase.Store(1)

@@ -200,7 +200,10 @@ func (b *Backfill) legacyHolds(ctx context.Context, s *backfillStores, progress 
 // backfillBuyers reserve and release at a steady rate; their latencies are
 // kept per phase (0 before the copy, 1 during, 2 after).
 type backfillBuyers struct {
-	phase atomic.Int32
+	// prefix starts every cart token of this run of buyers: a token of an
+	// earlier run, released, cannot be reserved again.
+	prefix string
+	phase  atomic.Int32
 	errs  atomic.Int64
 	mu    sync.Mutex
 	lat   [3][]time.Duration
@@ -228,7 +231,7 @@ func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, sho
 			go func() {
 				defer l.wg.Done()
 				shop := int64(1 + (n*7919)%shops)
-				token := fmt.Sprintf("buyer-%d", n)
+				token := fmt.Sprintf("%sbuyer-%d", l.prefix, n)
 				ph := l.phase.Load()
 				start := time.Now()
 				_, err := r.Reserve(ctx, tandem.ReserveRequest{CartToken: token, ShopID: shop,
