@@ -32,6 +32,7 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis server (a scratch key prefix is used and deleted)")
 	js := fs.Bool("json", false, "print JSON")
 	throttled := fs.Bool("throttle", true, "run the copy under the pod's default throttle, as serve does (--throttle=false: none)")
+	maxP99 := fs.Duration("max-buyer-p99", 0, "the throttle's limit on the buyers' p99 (default: throttle.max_buyer_p99's default)")
 	audit := fs.Bool("audit", false, "after the copy, audit the pod in shadow: quiet (time, rows examined per hold), then under the buyers (their p99)")
 	if err := parseArgs(fs, args, benchBackfillSynopsis, benchBackfillSummary, stdout); err != nil {
 		return err
@@ -41,7 +42,7 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 		return errUsage
 	}
 	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, ""),
-		NoThrottle: !*throttled, Audit: *audit}
+		NoThrottle: !*throttled, Audit: *audit, MaxBuyerP99: *maxP99}
 	run := startBenchRun("backfill", args)
 	res, err := b.Run(ctx, stderr)
 	if err != nil {

@@ -36,6 +36,9 @@ type Backfill struct {
 	// NoThrottle runs the copy without the pod's throttle (the default
 	// throttle otherwise, as `tandem serve` runs it).
 	NoThrottle bool
+	// MaxBuyerP99, when set, replaces the throttle's default limit on the
+	// buyers' p99 (throttle.max_buyer_p99).
+	MaxBuyerP99 time.Duration
 	// Audit, after the copy, audits the pod in shadow while buyers run
 	// (AuditResult).
 	Audit bool
@@ -130,7 +133,7 @@ func (s *backfillStores) close() {
 	}
 }
 
-func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis, throttled bool) (*backfillStores, error) {
+func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis, throttled bool, maxBuyerP99 time.Duration) (*backfillStores, error) {
 	e, err := newEnv(ctx, mysqlDSN, 0, rt)
 	if err != nil {
 		return nil, err
@@ -139,7 +142,7 @@ func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis, throttle
 	s.my = mysqlres.NewStore(e.dsn)
 	s.my.Registerer = s.reg
 	if throttled {
-		if s.th, err = throttle.New("bench", throttle.Config{}, s.reg); err != nil {
+		if s.th, err = throttle.New("bench", throttle.Config{MaxBuyerP99: maxBuyerP99}, s.reg); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -204,11 +207,11 @@ type backfillBuyers struct {
 	// earlier run, released, cannot be reserved again.
 	prefix string
 	phase  atomic.Int32
-	errs  atomic.Int64
-	mu    sync.Mutex
-	lat   [3][]time.Duration
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	errs   atomic.Int64
+	mu     sync.Mutex
+	lat    [3][]time.Duration
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, shops int) {
@@ -261,7 +264,7 @@ func (l *backfillBuyers) halt() {
 // waits for the stores to converge.
 func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult, error) {
 	res := BackfillResult{Suite: "backfill", Shops: b.Shops, BuyerRate: b.Rate, Throttle: !b.NoThrottle}
-	s, err := openBackfillStores(ctx, b.MySQLDSN, b.Redis, !b.NoThrottle)
+	s, err := openBackfillStores(ctx, b.MySQLDSN, b.Redis, !b.NoThrottle, b.MaxBuyerP99)
 	if err != nil {
 		return res, err
 	}
