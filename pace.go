@@ -28,9 +28,18 @@ func Paced(ctx context.Context) bool {
 }
 
 // Pace is called by a store between the pages of a long read, with the
-// time the page started: it rests as ctx's pace asks (WithPace), and
-// returns early with ctx's error if ctx ends meanwhile.
+// time the page started: it rests as ctx's pace asks (WithPace), then asks
+// ctx's throttle (WithThrottle) for the next page, and returns early with
+// ctx's error if ctx ends meanwhile, or the throttle's when the pod's load
+// is critical.
 func Pace(ctx context.Context, pageStart time.Time) error {
+	if err := rest(ctx, pageStart); err != nil {
+		return err
+	}
+	return WaitThrottle(ctx)
+}
+
+func rest(ctx context.Context, pageStart time.Time) error {
 	duty, ok := ctx.Value(paceKey{}).(float64)
 	if !ok {
 		return nil

@@ -228,6 +228,9 @@ type PodStatus struct {
 	// Transition is the change that runs in the background (the backfill
 	// of MySQL before entering shadow); nil when none runs.
 	Transition *Transition `json:"transition,omitempty"`
+	// Throttle is whether the pod's background work is throttled on this
+	// instance, and why; nil when the instance has no throttle for it.
+	Throttle *ThrottleState `json:"throttle,omitempty"`
 }
 
 // Transition phases.

@@ -113,7 +113,7 @@ func TestStore_Migrate(t *testing.T) {
 		}
 		want := []string{"001_control_pods.sql", "002_control_version.sql", "003_control_version_row.sql", "004_audit_log.sql",
 			"005_divergences.sql", "006_instances.sql", "007_killswitch.sql", "008_transitions.sql", "009_rollout_plan.sql",
-			"010_rollout_plan_row.sql", "011_divergence_position.sql", "012_transition_checkpoint.sql"}
+			"010_rollout_plan_row.sql", "011_divergence_position.sql", "012_transition_checkpoint.sql", "013_pod_throttles.sql"}
 		if controldb.MigrationsTable != "tandem_control_migrations" || !slices.Equal(got, want) {
 			t.Errorf("got table %s holding %v, want tandem_control_migrations holding %v", controldb.MigrationsTable, got, want)
 		}

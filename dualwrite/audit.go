@@ -18,6 +18,7 @@ import (
 // carts from the SoT, then its shadow count from the ledger), and the
 // audit reports what it found, what it fixed and what is left.
 func (r *Router) Audit(ctx context.Context) (*tandem.Audit, error) {
+	ctx = tandem.WithThrottle(ctx, r.Throttle, tandem.JobAudit)
 	a, err := r.audit(ctx)
 	if err != nil || a.Clean || r.store(r.Mode().Shadow()) == nil {
 		return a, err
@@ -68,6 +69,11 @@ type auditResult struct {
 }
 
 func (r *Router) auditPass(ctx context.Context, mode tandem.Mode, only map[tandem.Key]bool) (auditResult, error) {
+	// The pass's first page asks the pod's throttle too (the stores ask
+	// before each next one, tandem.Pace).
+	if err := tandem.WaitThrottle(ctx); err != nil {
+		return auditResult{}, fmt.Errorf("audit %s: %w", r.Pod, err)
+	}
 	ledger, err := r.Ledger.ListOnHand(ctx)
 	if err != nil {
 		return auditResult{}, fmt.Errorf("audit %s: ledger: %w", r.Pod, err)
@@ -156,7 +162,7 @@ func (r *Router) snapshot(ctx context.Context, s tandem.ReservationStore, keys, 
 // Resync rebuilds the pod's Redis counters and holds from the ledger and the
 // active MySQL holds.
 func (r *Router) Resync(ctx context.Context) (int, error) {
-	return rebuild(ctx, r.MySQL, r.Redis)
+	return rebuild(tandem.WithThrottle(ctx, r.Throttle, tandem.JobResync), r.MySQL, r.Redis)
 }
 
 func rebuild(ctx context.Context, from, to tandem.ReservationStore) (int, error) {

@@ -141,6 +141,7 @@ func (r *Router) Backfill(ctx context.Context) (int, error) {
 func (r *Router) BackfillFrom(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
 	r.backfillMu.Lock()
 	defer r.backfillMu.Unlock()
+	ctx = tandem.WithThrottle(ctx, r.Throttle, tandem.JobBackfill)
 	r.statsMu.Lock()
 	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC(), Checkpoint: from.Shop,
 		Resumed: from.Copied, Copied: from.Copied}
@@ -325,6 +326,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 	copied.Store(int64(from.Copied))
 	var firstErr error
 	var errOnce sync.Once
+	var stopped atomic.Bool // firstErr is set
 	var saveMu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -339,6 +341,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
 					})
+					stopped.Store(true)
 					continue
 				}
 				c := int(copied.Add(int64(n)))
@@ -364,7 +367,13 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 		}()
 	}
 	for i := range batches {
-		if ctx.Err() != nil || firstErr != nil {
+		// Each batch asks the pod's throttle first; a critical load
+		// stops the copy (its checkpoint stays for the next run).
+		if err := tandem.WaitThrottle(ctx); err != nil && ctx.Err() == nil {
+			errOnce.Do(func() { firstErr = fmt.Errorf("backfill stopped: %w", err) })
+			stopped.Store(true)
+		}
+		if ctx.Err() != nil || stopped.Load() {
 			break
 		}
 		work <- i

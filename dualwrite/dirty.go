@@ -249,6 +249,8 @@ func (r *Router) work(ctx context.Context) {
 	tick := time.NewTicker(r.ShadowTimeout / 2)
 	defer tick.Stop()
 	nextSweep := time.Now().Add(r.SweepInterval)
+	// Each round of convergence asks the pod's throttle first.
+	rounds := tandem.WithThrottle(ctx, r.Throttle, tandem.JobConverge)
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,12 +262,13 @@ func (r *Router) work(ctx context.Context) {
 			nextSweep = time.Now()
 		}
 		r.flushDirty(ctx)
-		for r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
+		for tandem.WaitThrottle(rounds) == nil && r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
 			r.flushDirty(ctx)
 		}
 		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
 			pprof.SetGoroutineLabels(workLabels[workSweep])
-			if _, err := r.Sweep(tandem.WithPace(ctx, r.SweepDuty)); err != nil && ctx.Err() == nil {
+			sctx := tandem.WithThrottle(tandem.WithPace(ctx, r.SweepDuty), r.Throttle, tandem.JobSweep)
+			if _, err := r.Sweep(sctx); err != nil && ctx.Err() == nil {
 				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
 			}
 			pprof.SetGoroutineLabels(workLabels[workDirty])

@@ -102,7 +102,7 @@ type pod struct {
 	rdb *redis.Client
 }
 
-func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
+func mustOpenPod(t *testing.T, mode tandem.Mode, configure ...func(*dualwrite.Router)) *pod {
 	t.Helper()
 	dsn := testenv.MustCreateDatabase(t)
 	rdb, prefix := testenv.MustRedis(t)
@@ -123,14 +123,14 @@ func mustOpenPod(t *testing.T, mode tandem.Mode) *pod {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	p := openRouter(t, rs, ms, clock, mode)
+	p := openRouter(t, rs, ms, clock, mode, configure...)
 	p.rdb = rdb
 	return p
 }
 
 // openRouter opens the pod's router over the two stores, each behind a
 // fault injector, at production defaults.
-func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *conformance.Clock, mode tandem.Mode) *pod {
+func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *conformance.Clock, mode tandem.Mode, configure ...func(*dualwrite.Router)) *pod {
 	t.Helper()
 	p := &pod{redis: rs, mysql: ms, modes: &modes{}, kill: &kill{}, rec: &recorder{}, clock: clock,
 		fr: redisFaulty{newFaulty(rs)}, fm: newFaulty(ms)}
@@ -144,6 +144,9 @@ func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *con
 	p.Router.Recorder = p.rec
 	p.Router.Dirty = ms
 	p.Router.Now = clock.Now
+	for _, f := range configure {
+		f(p.Router)
+	}
 	if err := p.Router.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,13 @@ type Router struct {
 	Observer ConvergeObserver
 	// Tap is told of every operation the SoT answered (optional: a capture).
 	Tap Tap
+	// Throttle is the pod's throttle (optional): the backfill's batches,
+	// the sweep's and the audit's pages, resyncs and the convergence
+	// worker's rounds ask it first (tandem.WithThrottle). Buyer flows never.
+	Throttle tandem.Throttle
+	// Buyers is told the latency of every buyer reserve from the source of
+	// truth (optional): the throttle's measure of the buyers' health.
+	Buyers BuyerObserver
 	// Logger receives warnings (default: none).
 	Logger Logger
 	Now    func() time.Time
@@ -154,6 +161,12 @@ type Router struct {
 	pausing atomic.Int64
 	// loss watches the pod's Redis for a data loss (redisloss.go).
 	loss redisLoss
+}
+
+// BuyerObserver records buyers' reserve latencies; throttle's Throttle
+// satisfies it. ObserveBuyer must not block.
+type BuyerObserver interface {
+	ObserveBuyer(d time.Duration)
 }
 
 // Logger receives the router's warnings; *zap.SugaredLogger satisfies it.
@@ -309,7 +322,11 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	defer job.lost()
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
-	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
+	took := time.Since(start)
+	job.primary(tandem.OutcomeOf(sot.Name(), res, err, took))
+	if r.Buyers != nil {
+		r.Buyers.ObserveBuyer(took)
+	}
 	r.tapReserve(req, start, res, err)
 	return r.stamp(res, sot.Name()), err
 }

@@ -174,6 +174,9 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 		return rep, nil
 	}
 	sot := r.store(mode.SourceOfTruth())
+	if err := tandem.WaitThrottle(ctx); err != nil {
+		return nil, err
+	}
 	d, err := r.diffCarts(ctx, mode)
 	if err != nil {
 		return nil, err

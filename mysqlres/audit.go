@@ -72,78 +72,104 @@ func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 // only follows an unconditional ledger write below this store's holds),
 // pool rows <= PoolCap (exceeded only when an earlier run used a larger
 // cap). Per reservation: its lines are held exactly while it is reserved.
-// Held units and pool rows need a ledger row.
+// Held units and pool rows need a ledger row. Each of the three checks is
+// one statement on a connection of its own, and the pod's throttle is
+// asked between them (tandem.Pace): no connection is held for more than
+// one statement.
 func (s *Store) CheckInvariants(ctx context.Context) ([]tandem.Violation, error) {
 	var out []tandem.Violation
-	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
-		out = nil
-		rows, err := conn.QueryContext(ctx, conservationSQL)
+	for i, check := range []func(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error){
+		s.checkConservation, checkOrphans, checkHeldFlags,
+	} {
+		start := time.Now()
+		var vs []tandem.Violation
+		err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+			var err error
+			vs, err = check(ctx, conn)
+			return err
+		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for rows.Next() {
-			var k tandem.Key
-			var onHand, unpooled, pool, held int64
-			if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID, &onHand, &unpooled, &pool, &held); err != nil {
-				rows.Close()
-				return err
-			}
-			if onHand != unpooled+pool+held {
-				out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
-					"conservation: on_hand %d != unpooled %d + pool rows %d + reserved %d", onHand, unpooled, pool, held)})
-			}
-			if unpooled < 0 {
-				out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
-					"unpooled is %d: on_hand was set below the units held", unpooled)})
-			}
-			if pool > int64(s.PoolCap) {
-				out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
-					"pool holds %d rows, cap %d", pool, s.PoolCap)})
+		out = append(out, vs...)
+		if i < 2 {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate(tagAudit, err)
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
+	}
+	return out, nil
+}
 
-		rows, err = conn.QueryContext(ctx, orphansSQL)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var k tandem.Key
-			var what string
-			if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID, &what); err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, tandem.Violation{Key: k, Message: what + " without a ledger row"})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-
-		rows, err = conn.QueryContext(ctx, heldFlagsSQL)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var shop, held, lines int64
-			var token, status string
-			if err := rows.Scan(&shop, &token, &status, &held, &lines); err != nil {
-				return err
-			}
-			out = append(out, tandem.Violation{Key: tandem.Key{ShopID: shop}, CartToken: token, Message: fmt.Sprintf(
-				"reservation %s has %d of %d lines held", status, held, lines)})
-		}
-		return rows.Err()
-	})
+// checkConservation checks each position's conservation, unpooled count
+// and pool size.
+func (s *Store) checkConservation(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, conservationSQL)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	defer rows.Close()
+	var out []tandem.Violation
+	for rows.Next() {
+		var k tandem.Key
+		var onHand, unpooled, pool, held int64
+		if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID, &onHand, &unpooled, &pool, &held); err != nil {
+			return nil, err
+		}
+		if onHand != unpooled+pool+held {
+			out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
+				"conservation: on_hand %d != unpooled %d + pool rows %d + reserved %d", onHand, unpooled, pool, held)})
+		}
+		if unpooled < 0 {
+			out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
+				"unpooled is %d: on_hand was set below the units held", unpooled)})
+		}
+		if pool > int64(s.PoolCap) {
+			out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
+				"pool holds %d rows, cap %d", pool, s.PoolCap)})
+		}
+	}
+	return out, rows.Err()
+}
+
+// checkOrphans finds held units and pool rows without a ledger row.
+func checkOrphans(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, orphansSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []tandem.Violation
+	for rows.Next() {
+		var k tandem.Key
+		var what string
+		if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID, &what); err != nil {
+			return nil, err
+		}
+		out = append(out, tandem.Violation{Key: k, Message: what + " without a ledger row"})
+	}
+	return out, rows.Err()
+}
+
+// checkHeldFlags finds reservations whose lines are held while they are
+// not reserved, or not held while they are.
+func checkHeldFlags(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, heldFlagsSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []tandem.Violation
+	for rows.Next() {
+		var shop, held, lines int64
+		var token, status string
+		if err := rows.Scan(&shop, &token, &status, &held, &lines); err != nil {
+			return nil, err
+		}
+		out = append(out, tandem.Violation{Key: tandem.Key{ShopID: shop}, CartToken: token, Message: fmt.Sprintf(
+			"reservation %s has %d of %d lines held", status, held, lines)})
+	}
+	return out, rows.Err()
 }
 
 // activeHoldsPage is how many holds one statement of ActiveHolds reads, so

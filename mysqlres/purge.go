@@ -53,6 +53,10 @@ func (s *Store) PurgeEnded(ctx context.Context, now time.Time, limit int) (int, 
 	for _, status := range endedStatuses {
 		for total < limit {
 			batch := min(limit-total, purgeBatch)
+			// Each batch asks the pod's throttle (tandem.WithThrottle) first.
+			if err := tandem.WaitThrottle(ctx); err != nil {
+				return total, translate(tagPurge, err)
+			}
 			var found, removed int
 			err := s.withTx(ctx, tagPurge, func(tx *sql.Tx) (err error) {
 				found, removed, err = purgeBatchOf(ctx, tx, status, cutoff, batch)
@@ -83,6 +87,9 @@ func (s *Store) PurgeClaims(ctx context.Context, now time.Time, limit int) (int,
 	total := 0
 	for total < limit {
 		batch := min(limit-total, purgeBatch)
+		if err := tandem.WaitThrottle(ctx); err != nil {
+			return total, translate(tagPurge, err)
+		}
 		var n int64
 		err := s.withConn(ctx, tagPurge, func(conn *sql.Conn) error {
 			res, err := conn.ExecContext(ctx, purgeClaimsSQL, cutoff, batch)

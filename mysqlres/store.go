@@ -83,6 +83,9 @@ type Store struct {
 	Logger *zap.Logger
 	// Registerer receives the store's metrics; nil means no metrics.
 	Registerer prometheus.Registerer
+	// Admissions is told every buyer flow's wait in the admission
+	// (optional): the pod's throttle judges the buyers' health by it.
+	Admissions AdmissionObserver
 
 	dsn     string
 	db      *sql.DB

@@ -99,8 +99,8 @@ func TestMigrate(t *testing.T) {
 		if err := s.DB().QueryRow("SELECT COUNT(*) FROM tandem_migrations").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != 9 {
-			t.Fatalf("got %d recorded migrations, want 9", n)
+		if n != 10 {
+			t.Fatalf("got %d recorded migrations, want 10", n)
 		}
 	})
 	t.Run("RerunAddColumnOrKeyAfterCrash", func(t *testing.T) {

@@ -222,6 +222,9 @@ func (s *Store) admit(ctx context.Context, tag string) error {
 	}
 	waited, err := s.admission.enter(ctx)
 	s.metrics.observeAdmission(tag, waited.Seconds())
+	if s.Admissions != nil {
+		s.Admissions.ObserveAdmission(waited)
+	}
 	return err
 }
 

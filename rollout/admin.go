@@ -52,6 +52,7 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Gates:         gates,
 		Abort:         c.abortWatch(pod, eff),
 		Transition:    c.transition(pod),
+		Throttle:      c.throttleState(pod),
 	}
 }
 

@@ -288,8 +288,13 @@ type Controller struct {
 	// Rehearser replays the pods' captures for the plan's rehearsal gate
 	// (rehearsal.go); cmd/tandem sets it.
 	Rehearser Rehearser
+	// Throttles gives the pods' throttle states on this instance
+	// (POD.throttle); nil shows the manual throttle alone.
+	Throttles ThrottleStates
 
-	state   atomic.Pointer[podTable]
+	state atomic.Pointer[podTable]
+	// manual holds the manual throttles, loaded with the pod modes.
+	manual  atomic.Pointer[manualTable]
 	version atomic.Int64
 	// reloadMu serializes reloads so that an older read never replaces a
 	// newer one.
@@ -341,6 +346,7 @@ func New(cfg Config, store StateStore) *Controller {
 		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
 		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
 	c.state.Store(&podTable{pods: map[string]podState{}})
+	c.manual.Store(&manualTable{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -409,6 +415,9 @@ func (c *Controller) Reload(ctx context.Context) error {
 	}
 	if version < c.version.Load() {
 		return nil
+	}
+	if err := c.loadThrottles(ctx); err != nil {
+		return err
 	}
 	next := &podTable{version: version, pods: make(map[string]podState, len(c.PodConfigs))}
 	old := c.state.Load()

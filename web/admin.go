@@ -66,6 +66,9 @@ type AdminServer struct {
 	// History keeps recent REPORT samples per pod for GET /admin/history;
 	// nil answers no samples.
 	History HistorySource
+	// Throttle turns the pods' manual throttles on and off behind PUT
+	// /admin/pods/{pod}/throttle; nil answers it 404 not_found.
+	Throttle tandem.ThrottleService
 }
 
 // MetricsHandler serves GET /metrics alone, without a token, for the
@@ -105,6 +108,7 @@ func (s *AdminServer) Handler() http.Handler {
 		effectiveConfig: s.Config, historySource: s.History}
 	plan := &planHandler{adminHandler: h, plan: s.Plan}
 	capt := &captureHandler{adminHandler: h, captures: s.Captures}
+	throttle := &throttleHandler{adminHandler: h, svc: s.Throttle}
 	toks := newTokens(s.Token, s.ViewerToken)
 	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
@@ -146,6 +150,7 @@ func (s *AdminServer) Handler() http.Handler {
 		r.Post("/admin/pods/{pod}/capture", capt.start)
 		r.Get("/admin/captures", capt.list)
 		r.Get("/admin/captures/{id}", capt.download)
+		r.Put("/admin/pods/{pod}/throttle", throttle.set)
 		r.Get("/admin/killswitch", h.killSwitch)
 		r.Post("/admin/killswitch", h.engage)
 		r.Delete("/admin/killswitch", h.disengage)

@@ -14,9 +14,11 @@ const (
 	benchBackfillSummary  = `Measures the online backfill that a pod entering shadow runs: --holds active
 holds are written into a scratch Redis as a legacy pod has them, buyers
 reserve and release through the router at --rate, and the copy into a
-scratch MySQL runs meanwhile. Prints holds/s, the phases' durations and the
-buyers' p50/p99 before and during the copy, then checks that the stores
-converge.`
+scratch MySQL runs meanwhile, under the pod's default throttle. Prints
+holds/s, the phases' durations, the buyers' p50/p99 before and during the
+copy, the time the copy waited for the throttle by reason and each flow's
+connection hold per batch or page, then checks that the stores converge.
+With --audit, the pod is then audited in shadow, quiet and under buyers.`
 )
 
 // runBenchBackfill is `tandem bench backfill`: flags, then bench.Backfill.
@@ -29,6 +31,9 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 	dsn := fs.String("mysql-dsn", "root@tcp(127.0.0.1:3306)/", "MySQL server (a scratch database is created and dropped)")
 	raddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis server (a scratch key prefix is used and deleted)")
 	js := fs.Bool("json", false, "print JSON")
+	throttled := fs.Bool("throttle", true, "run the copy under the pod's default throttle, as serve does (--throttle=false: none)")
+	maxP99 := fs.Duration("max-buyer-p99", 0, "the throttle's limit on the buyers' p99 (default: throttle.max_buyer_p99's default)")
+	audit := fs.Bool("audit", false, "after the copy, audit the pod in shadow: quiet (time, rows examined per hold), then under the buyers (their p99)")
 	if err := parseArgs(fs, args, benchBackfillSynopsis, benchBackfillSummary, stdout); err != nil {
 		return err
 	}
@@ -36,7 +41,8 @@ func runBenchBackfill(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "--holds, --shops and --warmup must be positive, --rate at least 0")
 		return errUsage
 	}
-	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, "")}
+	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, ""),
+		NoThrottle: !*throttled, Audit: *audit, MaxBuyerP99: *maxP99}
 	run := startBenchRun("backfill", args)
 	res, err := b.Run(ctx, stderr)
 	if err != nil {

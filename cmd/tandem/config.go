@@ -29,6 +29,7 @@ type Config struct {
 	Rollout     RolloutConfig     `yaml:"rollout"`
 	Shadow      ShadowConfig      `yaml:"shadow"`
 	Backfill    BackfillConfig    `yaml:"backfill"`
+	Throttle    ThrottleConfig    `yaml:"throttle"`
 	Pods        []PodConfig       `yaml:"pods"`
 	// MetricsListen, when set, serves /metrics alone, without a token, on
 	// its own address (for a scraper on a private network).
@@ -145,6 +146,10 @@ type PodConfig struct {
 	MySQLMaxInflight int `yaml:"mysql_max_inflight"`
 	// RedisPrefix starts every Redis key of the pod (default "tandem:<name>:").
 	RedisPrefix string `yaml:"redis_prefix"`
+	// ReplicaDSN is a replica of the pod's MySQL (optional): its lag, read
+	// from the heartbeat row the primary writes, throttles background work
+	// (throttle.max_replica_lag).
+	ReplicaDSN string `yaml:"replica_dsn"`
 
 	shops tandem.ShopSet
 }
@@ -167,6 +172,7 @@ func DefaultConfig() Config {
 		},
 		Shadow:   ShadowConfig{Timeout: 250 * time.Millisecond, MaxInflight: 256},
 		Backfill: BackfillConfig{BatchHolds: 5000, Workers: 3},
+		Throttle: defaultThrottle(),
 	}
 }
 
@@ -297,6 +303,9 @@ func (c *Config) validateLimits() error {
 	if c.Backfill.Workers < 1 || c.Backfill.Workers > 16 {
 		return bad("backfill.workers", "must be 1..16, got %d", c.Backfill.Workers)
 	}
+	if err := c.Throttle.validate(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -406,6 +415,9 @@ func (c *Config) validatePods() error {
 		}
 		if _, err := mysql.ParseDSN(p.MySQLDSN); err != nil {
 			return bad(key+".mysql_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
+		}
+		if _, err := mysql.ParseDSN(p.ReplicaDSN); err != nil && p.ReplicaDSN != "" {
+			return bad(key+".replica_dsn", "not a MySQL DSN (user@tcp(host:port)/db)")
 		}
 		if err := validateRedis(key+".", p.RedisAddr, p.RedisAddrs, p.RedisCluster, p.RedisDB); err != nil {
 			return err

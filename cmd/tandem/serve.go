@@ -30,6 +30,7 @@ import (
 	"github.com/tandemhq/tandem/mysqlres"
 	"github.com/tandemhq/tandem/redisres"
 	"github.com/tandemhq/tandem/rollout"
+	"github.com/tandemhq/tandem/throttle"
 	"github.com/tandemhq/tandem/web"
 	"github.com/tandemhq/tandem/webhook"
 )
@@ -117,6 +118,10 @@ type podRuntime struct {
 	redis  *redisres.Store
 	rdb    redis.UniversalClient
 	router *dualwrite.Router
+	// throttle is the pod's throttle of background work; reg its metrics'
+	// registerer (labelled with the pod).
+	throttle *throttle.Throttle
+	reg      prometheus.Registerer
 }
 
 // NewMain returns a Main with the defaults.
@@ -244,6 +249,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.ctl.Rehearser = rehearser{m}
+	m.ctl.Throttles = throttleStates(m.pods)
 
 	if err := m.start(ctx); err != nil {
 		return err
@@ -374,6 +380,9 @@ func (m *Main) start(ctx context.Context) error {
 	for _, p := range m.pods {
 		m.goLoop(cfg.Reservation.ReaperInterval, p.reap)
 		m.goLoop(purgeInterval, p.purge)
+		if p.cfg.ReplicaDSN != "" {
+			m.goLoop(cfg.Throttle.HeartbeatInterval, p.beat)
+		}
 	}
 	if cfg.Rollout.AuditInterval > 0 {
 		if err := m.startAuditSchedule(); err != nil {
@@ -395,7 +404,7 @@ func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	effective := m.Config.Redacted()
 	admin := &web.AdminServer{Admin: reports, Token: m.AdminToken, ViewerToken: m.ViewerToken, Ready: m.ready,
 		Gatherer: m.registry, Logger: m.Logger, Metrics: metrics, Plan: m.ctl, Captures: m.captures,
-		Config: func() any { return effective }, History: m.history}
+		Config: func() any { return effective }, History: m.history, Throttle: m.ctl}
 	m.serve(checkoutLn, checkout.Handler())
 	m.serve(adminLn, admin.Handler())
 	if metricsLn != nil {
@@ -412,6 +421,7 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	cfg := m.Config
 	p := &podRuntime{cfg: pc}
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"pod": pc.Name}, m.registry)
+	p.reg = reg
 	p.mysql = mysqlres.NewStore(pc.MySQLDSN)
 	p.mysql.PoolCap = cfg.Reservation.PoolCap
 	p.mysql.DefaultTTL = cfg.Reservation.DefaultTTL
@@ -449,6 +459,9 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.router.Dirty = p.mysql
 	p.router.Observer = newConvergeObserver(reg)
 	p.router.Logger = p.mysql.Logger.Sugar()
+	if err := m.openThrottle(p); err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
 	if err := p.router.Open(); err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
@@ -489,6 +502,7 @@ const (
 // themselves). Many instances may purge at once; an error waits for the
 // next round.
 func (p *podRuntime) purge(ctx context.Context) {
+	ctx = tandem.WithThrottle(ctx, p.throttle, tandem.JobPurge)
 	now := time.Now()
 	if _, err := p.mysql.PurgeEnded(ctx, now, purgeLimit); err != nil {
 		return

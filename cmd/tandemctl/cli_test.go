@@ -11,7 +11,7 @@ import (
 
 // everyCommand is every tandemctl command.
 var everyCommand = []string{"pods", "mode", "kill", "unkill", "killswitch", "divergences", "report",
-	"audit", "resync", "log", "instances", "plan", "capture", "version", "completion"}
+	"audit", "resync", "throttle", "log", "instances", "plan", "capture", "version", "completion"}
 
 // TestHelpEveryCommand checks that -h, --help and "help CMD" print the
 // command's help once, to stdout, and exit 0, without a token.

@@ -34,6 +34,8 @@ var commands = []*command{
 		summary: "run a pod's drift audit now", setup: auditCmd},
 	{name: "resync", usage: "resync POD --from mysql --reason R [--yes]",
 		summary: "rebuild a pod's Redis from MySQL (asks on a terminal unless --yes)", setup: resyncCmd},
+	{name: "throttle", usage: "throttle POD on|off --reason R",
+		summary: "throttle a pod's background work by hand, or stop", setup: throttleCmd},
 	{name: "log", usage: "log [--pod P] [--action A] [--limit N]",
 		summary: "show the audit log of changes, newest first", setup: logCmd},
 	{name: "config", usage: "config",

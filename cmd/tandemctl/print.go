@@ -44,6 +44,9 @@ func printPods(w io.Writer, pods []tandem.PodStatus) {
 		if t := p.Transition; t != nil {
 			fmt.Fprintf(w, "%s: -> %s running: %s\n", p.Pod, t.To, transitionProgress(*t))
 		}
+		if th := p.Throttle; th != nil && th.Throttled {
+			fmt.Fprintf(w, "%s: %s\n", p.Pod, throttleText(th))
+		}
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/dualwrite"
 	"github.com/tandemhq/tandem/mysqlres"
 	"github.com/tandemhq/tandem/redisres"
+	"github.com/tandemhq/tandem/throttle"
 )
 
 // Backfill is `tandem bench backfill`: the online backfill that a pod
@@ -31,6 +33,15 @@ type Backfill struct {
 	Warmup   time.Duration
 	MySQLDSN string
 	Redis    Redis
+	// NoThrottle runs the copy without the pod's throttle (the default
+	// throttle otherwise, as `tandem serve` runs it).
+	NoThrottle bool
+	// MaxBuyerP99, when set, replaces the throttle's default limit on the
+	// buyers' p99 (throttle.max_buyer_p99).
+	MaxBuyerP99 time.Duration
+	// Audit, after the copy, audits the pod in shadow while buyers run
+	// (AuditResult).
+	Audit bool
 }
 
 // BackfillResult is one run of the backfill bench.
@@ -52,6 +63,18 @@ type BackfillResult struct {
 	DuringP99MS  float64 `json:"during_p99_ms"`
 	BuyerErrors  int64   `json:"buyer_errors"`
 	Converged    bool    `json:"converged"`
+	// Throttle says whether the pod's default throttle ran;
+	// ThrottledSeconds is how long the copy (its batches and its
+	// catch-up's pages) waited for it, by reason.
+	Throttle         bool               `json:"throttle"`
+	ThrottledSeconds map[string]float64 `json:"throttled_seconds,omitempty"`
+	// ConnHoldMeanMS and ConnHoldP99MS are each MySQL flow's connection
+	// hold during the copy, by conn_tag (rebuild: one batch; audit: one
+	// page of the catch-up's listing).
+	ConnHoldMeanMS map[string]float64 `json:"conn_hold_mean_ms,omitempty"`
+	ConnHoldP99MS  map[string]float64 `json:"conn_hold_p99_ms,omitempty"`
+	// Audit is the audit of the pod after the copy, with --audit.
+	Audit *AuditResult `json:"audit,omitempty"`
 	// ConvergeError says why the stores did not converge.
 	ConvergeError string `json:"-"`
 	// Run describes the run, in the JSON only.
@@ -73,6 +96,17 @@ func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) e
 			res.BuyerRate, res.BeforeP50MS, res.BeforeP99MS, res.BeforeOps, res.DuringP50MS, res.DuringP99MS, res.DuringOps,
 			res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
 	}
+	if res.Throttle {
+		fmt.Fprintf(w, "throttle: default; the copy waited %s\n", reasonsText(res.ThrottledSeconds))
+	} else {
+		fmt.Fprintln(w, "throttle: none")
+	}
+	if len(res.ConnHoldMeanMS) > 0 {
+		fmt.Fprintf(w, "connection hold per batch or page during the copy: %s\n", holdText(res.ConnHoldMeanMS, res.ConnHoldP99MS))
+	}
+	if a := res.Audit; a != nil {
+		printAudit(w, *a)
+	}
 	if !res.Converged {
 		fmt.Fprintf(w, "stores did not converge: %s\n", res.ConvergeError)
 	} else {
@@ -84,6 +118,8 @@ func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) e
 // backfillStores are the scratch stores and the router of a backfill run.
 type backfillStores struct {
 	env    *env
+	reg    *prometheus.Registry
+	th     *throttle.Throttle
 	my     *mysqlres.Store
 	rs     *redisres.Store
 	modes  *fixedMode
@@ -97,13 +133,22 @@ func (s *backfillStores) close() {
 	}
 }
 
-func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis) (*backfillStores, error) {
+func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis, throttled bool, maxBuyerP99 time.Duration) (*backfillStores, error) {
 	e, err := newEnv(ctx, mysqlDSN, 0, rt)
 	if err != nil {
 		return nil, err
 	}
-	s := &backfillStores{env: e, closed: []func(){e.close}}
+	s := &backfillStores{env: e, closed: []func(){e.close}, reg: prometheus.NewRegistry()}
 	s.my = mysqlres.NewStore(e.dsn)
+	s.my.Registerer = s.reg
+	if throttled {
+		if s.th, err = throttle.New("bench", throttle.Config{MaxBuyerP99: maxBuyerP99}, s.reg); err != nil {
+			s.close()
+			return nil, err
+		}
+		s.th.ThreadsRunning = s.my.ThreadsRunning
+		s.my.Admissions = s.th
+	}
 	if err := s.my.Open(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -125,6 +170,9 @@ func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis) (*backfi
 	shopSet, _ := tandem.ParseShopSet([]string{"1-1000000000"})
 	s.router = dualwrite.NewRouter("bench", shopSet, s.rs, s.my)
 	s.router.Ledger, s.router.Modes, s.router.Dirty = s.my.Ledger(), s.modes, s.my
+	if s.th != nil {
+		s.router.Throttle, s.router.Buyers = s.th, s.th
+	}
 	if err := s.router.Open(); err != nil {
 		s.close()
 		return nil, err
@@ -155,12 +203,15 @@ func (b *Backfill) legacyHolds(ctx context.Context, s *backfillStores, progress 
 // backfillBuyers reserve and release at a steady rate; their latencies are
 // kept per phase (0 before the copy, 1 during, 2 after).
 type backfillBuyers struct {
-	phase atomic.Int32
-	errs  atomic.Int64
-	mu    sync.Mutex
-	lat   [3][]time.Duration
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// prefix starts every cart token of this run of buyers: a token of an
+	// earlier run, released, cannot be reserved again.
+	prefix string
+	phase  atomic.Int32
+	errs   atomic.Int64
+	mu     sync.Mutex
+	lat    [3][]time.Duration
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, shops int) {
@@ -183,7 +234,7 @@ func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, sho
 			go func() {
 				defer l.wg.Done()
 				shop := int64(1 + (n*7919)%shops)
-				token := fmt.Sprintf("buyer-%d", n)
+				token := fmt.Sprintf("%sbuyer-%d", l.prefix, n)
 				ph := l.phase.Load()
 				start := time.Now()
 				_, err := r.Reserve(ctx, tandem.ReserveRequest{CartToken: token, ShopID: shop,
@@ -212,8 +263,8 @@ func (l *backfillBuyers) halt() {
 // Run writes the legacy holds, starts the buyers, runs the backfill and
 // waits for the stores to converge.
 func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult, error) {
-	res := BackfillResult{Suite: "backfill", Shops: b.Shops, BuyerRate: b.Rate}
-	s, err := openBackfillStores(ctx, b.MySQLDSN, b.Redis)
+	res := BackfillResult{Suite: "backfill", Shops: b.Shops, BuyerRate: b.Rate, Throttle: !b.NoThrottle}
+	s, err := openBackfillStores(ctx, b.MySQLDSN, b.Redis, !b.NoThrottle, b.MaxBuyerP99)
 	if err != nil {
 		return res, err
 	}
@@ -227,6 +278,7 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 		time.Sleep(b.Warmup)
 	}
 	l.phase.Store(1)
+	holdsBefore := gatherHolds(s.reg)
 	start := time.Now()
 	var mu sync.Mutex
 	marks := map[string]time.Duration{}
@@ -249,6 +301,7 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	}()
 	n, err := s.router.Backfill(ctx)
 	took := time.Since(start)
+	copyHolds := gatherHolds(s.reg).since(holdsBefore)
 	close(watch)
 	l.halt()
 	if err != nil {
@@ -272,6 +325,15 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	res.CatchUpSecs = (took - marks["catch_up"]).Seconds()
 	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
 	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(l.lat[1], 0.5)), ms(quantileOf(l.lat[1], 0.99))
+	res.ThrottledSeconds = throttledByReason(s.reg, tandem.JobBackfill)
+	res.ConnHoldMeanMS, res.ConnHoldP99MS = copyHolds.meansMS(), copyHolds.quantilesMS(0.99)
+	if b.Audit && res.Converged {
+		a, err := b.audit(ctx, s)
+		if err != nil {
+			return res, err
+		}
+		res.Audit = &a
+	}
 	return res, nil
 }
 

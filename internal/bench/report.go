@@ -158,5 +158,9 @@ func writeRun(b *strings.Builder, r ReportRun) {
 		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(b, "| %d | %d | %.2f | %.0f | %d | %.2f / %.2f | %.2f / %.2f | %d | %v |\n", f.Holds, f.Shops, f.CopySeconds,
 			f.HoldsPerSec, f.BuyerRate, f.BeforeP50MS, f.BeforeP99MS, f.DuringP50MS, f.DuringP99MS, f.BuyerErrors, f.Converged)
+		if f.Throttle {
+			fmt.Fprintf(b, "\nUnder the default throttle: the copy waited %s; connection hold per batch or page: %s.\n",
+				reasonsText(f.ThrottledSeconds), holdText(f.ConnHoldMeanMS, f.ConnHoldP99MS))
+		}
 	}
 }

@@ -204,8 +204,11 @@ func TestDashboard(t *testing.T) {
 			if got := b.Text(`[data-testid="watch-pod-b"] [data-field="convergence"]`); !strings.Contains(got, "3 dirty carts") || !strings.Contains(got, "120 holds compared") {
 				t.Errorf("got convergence %q, want dirty carts and the last sweep", got)
 			}
-			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-a"] [data-field="convergence"], [data-testid="watch-pod-a"] [data-field="transition"]').length`); n != 0 {
-				t.Errorf("got %d convergence or transition views for pod-a, which has neither, want none", n)
+			if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="watch-pod-a"] [data-field="convergence"], [data-testid="watch-pod-a"] [data-field="transition"], [data-testid="watch-pod-a"] [data-field="throttle"]').length`); n != 0 {
+				t.Errorf("got %d convergence, transition or throttle views for pod-a, which has none, want none", n)
+			}
+			if got := b.Text(`[data-testid="watch-pod-c"] [data-field="throttle"]`); !strings.Contains(got, "throttled") || !strings.Contains(got, "buyer p99 41ms > 20ms") {
+				t.Errorf("got throttle %q, want throttled and why", got)
 			}
 		}},
 		{"DivergenceSideBySide", func(t *testing.T) {
@@ -715,7 +718,8 @@ func newFakeAdmin(token string) *fakeAdmin {
 						{Gate: tandem.GateAudit, Value: 1, Threshold: 1, Passing: true},
 					}}},
 			{Pod: "pod-c", Mode: tandem.ModeMySQL, SourceOfTruth: "mysql", Shadow: "redis", Shops: "10-99", UpdatedAt: now,
-				Gates: tandem.Gates{Comparisons: 5000, LastAuditAt: &lastAudit, FailedGates: []string{"audit_clean"}}},
+				Gates:    tandem.Gates{Comparisons: 5000, LastAuditAt: &lastAudit, FailedGates: []string{"audit_clean"}},
+				Throttle: &tandem.ThrottleState{Throttled: true, Signal: tandem.SignalBuyerP99, Reason: "buyer p99 41ms > 20ms", Since: &lastAudit}},
 		},
 		transitions: map[string]map[string]any{
 			"pod-c": {"to": "shadow", "phase": "backfill", "copied": 41000, "total": 60000, "started_at": now},

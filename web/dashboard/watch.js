@@ -23,6 +23,7 @@ window.TandemWatch = (function () {
     const mode = p.mode || (r && r.mode);
     const nodes = [el("h3", {}, p.pod + " ", modeBadge(mode), p.kill_switch ? badge("kill switch engaged", "bad") : null)];
     if (p.transition) nodes.push(transitionView(p.transition));
+    if (p.throttle && p.throttle.throttled) nodes.push(throttleView(p.throttle));
     const conv = convergenceOf(r, p);
     if (conv) nodes.push(convergenceView(conv));
     nodes.push(gatesView(p));
@@ -43,6 +44,14 @@ window.TandemWatch = (function () {
         (typeof t.resumed === "number" && t.resumed > 0 ? " · resumed after shop " + t.checkpoint : "") +
         (t.started_at ? " · since " + when(t.started_at) : ""),
       total ? el("progress", { max: String(total), value: String(copied), "aria-label": "Backfill progress" }) : null);
+  }
+
+  // throttleView says why the pod's background work waits (POD.throttle).
+  function throttleView(th) {
+    return el("div", { class: "throttle", "data-field": "throttle" },
+      el("strong", { text: "Background work: " }), badge("throttled", "warn"),
+      " " + (th.reason || th.signal || "") + (th.since ? " · since " + when(th.since) : "") +
+        (th.manual && th.signal !== "manual" ? " · manual throttle on (" + th.manual.reason + ")" : ""));
   }
 
   function convergenceView(c) {

@@ -1,0 +1,117 @@
+package dualwrite_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
+)
+
+// fakeThrottle is a tandem.Throttle that counts what asks it, holds every job
+// while closed, and stops the backfill on its abortAt-th call.
+type fakeThrottle struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	abortAt int
+	open    chan struct{}
+	asked   chan string
+}
+
+func newFakeThrottle() *fakeThrottle {
+	g := &fakeThrottle{calls: map[string]int{}, open: make(chan struct{}), asked: make(chan string, 1000)}
+	close(g.open)
+	return g
+}
+
+func (g *fakeThrottle) Wait(ctx context.Context, job string) error {
+	g.mu.Lock()
+	g.calls[job]++
+	n, open := g.calls[tandem.JobBackfill], g.open
+	g.mu.Unlock()
+	select {
+	case g.asked <- job:
+	default:
+	}
+	if g.abortAt > 0 && job == tandem.JobBackfill && n >= g.abortAt {
+		return tandem.Errorf(tandem.EUNAVAILABLE, "critical load on pod pod-t: Threads_running 150 >= critical 100")
+	}
+	select {
+	case <-open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *fakeThrottle) count(job string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[job]
+}
+
+// TestBackfill_AsksTheThrottle checks that every batch of the copy and
+// every page of its catch-up ask the pod's throttle as the backfill, that
+// a throttled copy waits while buyers are served, and that the pod's
+// audit asks as the audit.
+func TestBackfill_AsksTheThrottle(t *testing.T) {
+	g := newFakeThrottle()
+	g.open = make(chan struct{}) // not closed: every job waits
+	p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) { r.Throttle, r.BackfillBatch = g, 40 })
+	legacyHolds(t, p, 10, 20) // 200 holds, batches of 2 shops
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Backfill(ctx)
+		done <- err
+	}()
+	for job := range g.asked {
+		if job == tandem.JobBackfill {
+			break
+		}
+	}
+	// While the copy is held, buyers are served (they never ask) and
+	// nothing has been copied.
+	if _, err := p.Reserve(ctx, cart("buyer", 3, one(1, 1, 1))); err != nil {
+		t.Fatalf("a buyer while the copy is throttled: %v", err)
+	}
+	if pr := p.BackfillProgress(); pr.Batches != 0 {
+		t.Fatalf("%d batches copied while throttled, want 0", pr.Batches)
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	pr := p.BackfillProgress()
+	if got := g.count(tandem.JobBackfill); got < pr.BatchesTotal {
+		t.Fatalf("the backfill asked the throttle %d times for %d batches, want once a batch at least", got, pr.BatchesTotal)
+	}
+	p.modes.set(tandem.ModeShadow)
+	p.mustConverge(t)
+	if _, err := p.Audit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g.count(tandem.JobAudit) == 0 {
+		t.Fatal("the audit never asked the throttle")
+	}
+}
+
+// TestBackfill_CriticalLoadAborts checks that a critical load stops the
+// copy with the throttle's reason, at a checkpoint short of the end.
+func TestBackfill_CriticalLoadAborts(t *testing.T) {
+	g := newFakeThrottle()
+	g.abortAt = 3
+	p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) {
+		r.Throttle, r.BackfillBatch, r.BackfillWorkers = g, 40, 1
+	})
+	legacyHolds(t, p, 10, 20)
+	_, err := p.Backfill(ctx)
+	if tandem.ErrorCode(err) != tandem.EUNAVAILABLE || !strings.Contains(err.Error(), "Threads_running 150 >= critical 100") {
+		t.Fatalf("got %v, want the copy stopped by the critical load", err)
+	}
+	pr := p.BackfillProgress()
+	if !strings.Contains(pr.Err, "critical load") || pr.Batches >= pr.BatchesTotal || pr.Batches == 0 {
+		t.Fatalf("progress %+v, want stopped part way with the reason", pr)
+	}
+}

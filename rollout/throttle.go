@@ -1,0 +1,110 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tandemhq/tandem"
+)
+
+// The manual throttle of a pod's background work (PUT
+// /admin/pods/{pod}/throttle): persisted in the control database with its
+// audit-log entry, applied by every instance with the pod modes (a change
+// bumps the control version), and read by the pods' throttles from memory.
+
+// ActionThrottle is the audit-log action of a manual throttle change.
+const ActionThrottle = "throttle"
+
+// throttleStore is a Store that keeps the manual throttles
+// (controldb.Store).
+type throttleStore interface {
+	SetThrottle(ctx context.Context, pod string, m tandem.ManualThrottle, e tandem.AuditLogEntry) (int64, error)
+	Throttles(ctx context.Context) (map[string]tandem.ManualThrottle, error)
+}
+
+// ThrottleStates gives a pod's throttle state on this instance (cmd's
+// pods' throttles); the controller shows it as POD.throttle.
+type ThrottleStates interface {
+	ThrottleState(pod string) (tandem.ThrottleState, bool)
+}
+
+var _ tandem.ThrottleService = (*Controller)(nil)
+
+// ManualThrottle returns pod's manual throttle as last loaded, and whether
+// one is on. It reads memory only.
+func (c *Controller) ManualThrottle(pod string) (tandem.ManualThrottle, bool) {
+	m, ok := c.manual.Load().throttles[pod]
+	return m, ok && m.On
+}
+
+// SetThrottle turns pod's manual throttle on or off (tandem.ThrottleService).
+func (c *Controller) SetThrottle(ctx context.Context, pod string, on bool, ch tandem.Change) (*tandem.PodStatus, error) {
+	ch, err := validateChange(ch)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := c.config(pod); !ok {
+		return nil, unknownPod(pod)
+	}
+	ts, ok := c.Store.(throttleStore)
+	if !ok {
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "the control store keeps no throttles")
+	}
+	now := c.Now().UTC()
+	before, after := "off", "off"
+	if _, was := c.ManualThrottle(pod); was {
+		before = "on"
+	}
+	if on {
+		after = "on"
+	}
+	e := tandem.AuditLogEntry{At: now, Actor: ch.Actor, Action: ActionThrottle, Pod: pod, Reason: ch.Reason, Before: before, After: after}
+	m := tandem.ManualThrottle{On: on, Reason: ch.Reason, Actor: ch.Actor, Since: now}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if _, err := ts.SetThrottle(sctx, pod, m, e); err != nil {
+		return nil, unavailable(err, "set throttle")
+	}
+	c.changed(e)
+	if err := c.Reload(sctx); err != nil {
+		return nil, unavailable(err, "reload")
+	}
+	st := []tandem.PodStatus{c.status(pod)}
+	c.remoteTransitions(ctx, st)
+	return &st[0], nil
+}
+
+// loadThrottles reads the manual throttles when the store keeps them.
+func (c *Controller) loadThrottles(ctx context.Context) error {
+	ts, ok := c.Store.(throttleStore)
+	if !ok {
+		return nil
+	}
+	m, err := ts.Throttles(ctx)
+	if err != nil {
+		return fmt.Errorf("load throttles: %w", err)
+	}
+	c.manual.Store(&manualTable{throttles: m})
+	return nil
+}
+
+// manualTable is the manual throttles as last loaded, by pod.
+type manualTable struct {
+	throttles map[string]tandem.ManualThrottle
+}
+
+// throttleState is POD.throttle: the instance's throttle of pod, or, when
+// it has none, the manual throttle alone.
+func (c *Controller) throttleState(pod string) *tandem.ThrottleState {
+	if c.Throttles != nil {
+		if st, ok := c.Throttles.ThrottleState(pod); ok {
+			return &st
+		}
+	}
+	m, on := c.ManualThrottle(pod)
+	if !on {
+		return nil
+	}
+	since := m.Since
+	return &tandem.ThrottleState{Throttled: true, Signal: tandem.SignalManual, Reason: "manual: " + m.Reason, Since: &since, Manual: &m}
+}
