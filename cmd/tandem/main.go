@@ -30,7 +30,7 @@ const usage = `usage:
   tandem bench http --killswitch N [--redis-cluster HOST:PORT,...] [--json]
                     (kill switch propagation between two in-process instances)
   tandem bench backfill [--holds 50000] [--shops 200] [--rate 400] [--warmup 2s] [--mysql-dsn DSN]
-                        [--redis-addr ADDR] [--json]
+                        [--redis-addr ADDR] [--throttle] [--max-buyer-p99 D] [--audit] [--json]
   tandem bench report [--update FILE] RUN.json...
                       (markdown tables and issue 14's figures from the benches' --json output)
   tandem replay --capture FILE [--speed 1] [--mysql DSN] [--find-max [--p99-max 100ms]] [--json] [--html FILE]
