@@ -96,6 +96,9 @@ type op struct {
 	mode   tandem.Mode
 	sot    tandem.ReservationStore
 	shadow tandem.ReservationStore
+	// granting is set for a reserve with a grant registered (grants.go);
+	// granted once its SoT answered reserved.
+	granting, granted bool
 }
 
 // fenceWait bounds each wait of an admission: for the previous SoT's
@@ -131,6 +134,18 @@ func (r *Router) FluxWaits() int64 { return r.fluxWaits.Load() }
 // operation (reads follow the order without joining it). It returns
 // EUNAVAILABLE when ctx ends first. The caller must call done once.
 func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, error) {
+	return r.admitWith(ctx, ck, register, nil)
+}
+
+// admitReserve admits a reserve of the cart on the positions keys: with
+// a shadow, its grant is registered in the same step as its admission
+// under the SoT (grants.go), so that no reserve admitted under the next
+// SoT can miss it.
+func (r *Router) admitReserve(ctx context.Context, ck *cartKey, keys []tandem.Key) (*op, error) {
+	return r.admitWith(ctx, ck, true, keys)
+}
+
+func (r *Router) admitWith(ctx context.Context, ck *cartKey, register bool, keys []tandem.Key) (*op, error) {
 	wait := r.fenceWait()
 	fence := fenceTimer{deadline: time.Now().Add(wait)}
 	defer fence.stop()
@@ -162,6 +177,10 @@ func (r *Router) admit(ctx context.Context, ck *cartKey, register bool) (*op, er
 		ep.active++
 		o := &op{r: r, ep: ep, mode: mode, sot: r.store(mode.SourceOfTruth()), shadow: r.store(mode.Shadow())}
 		o.refs.Store(1)
+		if keys != nil && ck != nil && o.shadow != nil {
+			o.granting = true
+			r.grants.begin(sotIndex(sot), *ck, keys)
+		}
 		var prev chan struct{}
 		if ck != nil {
 			o.ck = *ck
@@ -278,6 +297,9 @@ func (o *op) unref() {
 		return
 	}
 	r := o.r
+	if o.granting {
+		r.endGrant(o)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o.ep.active--

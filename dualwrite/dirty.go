@@ -112,6 +112,10 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool
 	// through later suspect marks of the same authority (the copy found
 	// suspect again), not through any other mark.
 	same := e.cart.Authority == authority
+	if !same && e.cart.Authority != "" {
+		// The hold is now the other store's to decide.
+		r.grants.unpark(sotIndex(e.cart.Authority), ck)
+	}
 	e.refused = e.refused && same && suspect
 	e.cart.Suspect = suspect || e.cart.Suspect && same
 	e.cart.Authority = authority
@@ -430,6 +434,7 @@ func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err err
 	converged := false
 	if err == nil && e.gen == gen {
 		delete(d.m, ck)
+		r.grants.unpark(sotIndex(e.cart.Authority), ck)
 		if e.stored || r.Dirty != nil {
 			d.cleared = append(d.cleared, e.cart)
 		}
@@ -511,9 +516,19 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 			return err
 		}
 	}
+	if err := r.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
+		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
+			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
+	}
+	return nil
+}
+
+// copyStale converges the cart from the other store into sot when it is
+// dirty with the other store as its authority, in the cart's line.
+func (r *Router) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ReservationStore) error {
 	r.dirty.mu.Lock()
-	e := r.dirty.m[o.ck]
-	stale := e != nil && e.cart.Authority != o.sot.Name()
+	e := r.dirty.m[ck]
+	stale := e != nil && e.cart.Authority != sot.Name()
 	var gen uint64
 	if stale {
 		gen = e.gen
@@ -522,20 +537,16 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if !stale {
 		return nil
 	}
-	prev, line := r.enqueue(o.ck)
+	prev, line := r.enqueue(ck)
 	if prev != nil {
 		<-prev
 	}
-	res, err := r.convergeCart(context.WithoutCancel(ctx), o.ck, o.shadow, o.sot, false)
+	res, err := r.convergeCart(context.WithoutCancel(ctx), ck, other, sot, false)
 	// Settled before the line moves on: a worker's attempt on the same mark,
 	// next in line, then sees it settled and leaves the cart to this SoT.
-	r.settleDirty(o.ck, gen, res, err)
-	r.dequeue(o.ck, line)
-	if err != nil {
-		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
-			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
-	}
-	return nil
+	r.settleDirty(ck, gen, res, err)
+	r.dequeue(ck, line)
+	return err
 }
 
 // waitFlux waits, at most fenceWait, until the cart's operations admitted

@@ -169,3 +169,105 @@ func TestRouter_EndedTokenStaysEnded(t *testing.T) {
 		}
 	}
 }
+
+// A hold the old SoT granted whose copy has not reached the new SoT yet
+// (its shadow job failed, timed out or was dropped, and the cart waits
+// for the convergence worker's backoff) is not sold again by the new SoT
+// after a flip: a reserve of another cart on the same position waits for
+// the hold to be copied, and is refused when the position is sold out
+// (invariant 1). While the copy cannot be made, the reserve answers 503,
+// never a grant of units the old SoT's buyer holds. The held cart stays
+// claimable (invariant 3), and the stores converge (invariant 5).
+func TestRouter_FlipDoesNotResellUncopiedHolds(t *testing.T) {
+	faults := []struct {
+		name      string
+		set, heal func(p *pod, c flipCase)
+	}{
+		{"Cut", func(p *pod, c flipCase) { c.new(p).setCut(true) }, func(p *pod, c flipCase) { c.new(p).setCut(false) }},
+		{"Dropped", func(p *pod, c flipCase) { p.Router.MaxInflight = -1 }, func(p *pod, c flipCase) { p.Router.MaxInflight = dualwrite.DefaultMaxInflight }},
+	}
+	for _, c := range flipCases {
+		for _, fault := range faults {
+			t.Run(c.name+"/"+fault.name, func(t *testing.T) {
+				k := tandem.Key{ShopID: 14, ItemID: 1, GroupID: 1}
+				p := openFlipPod(t, c, k, 2)
+				fault.set(p, c)
+				if res, err := p.Reserve(ctx, cart("first", 14, one(1, 2, 1))); err != nil || res.Status != tandem.StatusReserved {
+					t.Fatalf("reserve under the old SoT: got %+v, %v, want reserved", res, err)
+				}
+				p.Wait()
+				if p.DirtyCarts() == 0 {
+					t.Fatal("the held cart is not dirty: the fault did not keep its copy from the new SoT")
+				}
+				c.flip(p)
+				fault.heal(p, c)
+				if fault.name == "Cut" {
+					// The old SoT cannot be read: the hold cannot be copied,
+					// and its units are not sold meanwhile.
+					c.old(p).setCut(true)
+					res, err := p.Reserve(ctx, cart("second", 14, one(1, 1, 1)))
+					if tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+						t.Fatalf("reserve of the old SoT's held units while they cannot be copied: got %+v, %v, want %s",
+							res, err, tandem.EUNAVAILABLE)
+					}
+					c.old(p).setCut(false)
+				}
+				res, err := p.Reserve(ctx, cart("third", 14, one(1, 1, 1)))
+				if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+					t.Fatalf("reserve of the old SoT's held units after the flip: got %+v, %v, want %s (oversold)",
+						res, err, tandem.EINSUFFICIENT)
+				}
+				res, err = p.Claim(ctx, 14, "first")
+				if err != nil || res.Status != tandem.StatusClaimed {
+					t.Fatalf("claim of the old SoT's hold after the flip: got %+v, %v, want claimed", res, err)
+				}
+				if got := p.onHand(t, k); got != 0 {
+					t.Errorf("ledger on_hand: got %d, want 0", got)
+				}
+				p.mustConverge(t)
+			})
+		}
+	}
+}
+
+// When the fence at a flip runs out while the old SoT is still granting a
+// hold, a reserve of another cart on the same position under the new SoT
+// waits for that hold to be copied before its SoT answers: the position's
+// last units are not sold twice.
+func TestRouter_FenceRunsOutOnPositionInFlight(t *testing.T) {
+	for _, c := range flipCases {
+		t.Run(c.name, func(t *testing.T) {
+			k := tandem.Key{ShopID: 15, ItemID: 1, GroupID: 1}
+			p := openFlipPod(t, c, k, 2)
+			entered, open := c.old(p).hold("reserve", "first")
+			first := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("first", 15, one(1, 2, 1)))
+				first <- answer{res, err}
+			}()
+			<-entered
+			c.flip(p)
+			second := make(chan answer, 1)
+			go func() {
+				res, err := p.Reserve(ctx, cart("second", 15, one(1, 1, 1)))
+				second <- answer{res, err}
+			}()
+			waitFor(t, "the fence at the flip running out", func() bool { return p.FenceTimeouts() > 0 })
+			open()
+			if a := <-first; a.err != nil || a.res.Status != tandem.StatusReserved {
+				t.Fatalf("reserve under the old SoT: got %+v, %v, want reserved", a.res, a.err)
+			}
+			if a := <-second; tandem.ErrorCode(a.err) != tandem.EINSUFFICIENT {
+				t.Fatalf("reserve of the old SoT's last units once the fence ran out: got %+v, %v, want %s (oversold)",
+					a.res, a.err, tandem.EINSUFFICIENT)
+			}
+			if res, err := p.Claim(ctx, 15, "first"); err != nil || res.Status != tandem.StatusClaimed {
+				t.Fatalf("claim after the flip: got %+v, %v, want claimed", res, err)
+			}
+			if got := p.onHand(t, k); got != 0 {
+				t.Errorf("ledger on_hand: got %d, want 0", got)
+			}
+			p.mustConverge(t)
+		})
+	}
+}

@@ -161,6 +161,9 @@ type Router struct {
 	pausing atomic.Int64
 	// loss watches the pod's Redis for a data loss (redisloss.go).
 	loss redisLoss
+	// grants are the holds each SoT granted that the other store may not
+	// hold yet (grants.go).
+	grants grantBook
 }
 
 // BuyerObserver records buyers' reserve latencies; throttle's Throttle
@@ -309,12 +312,16 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 		return nil, err
 	}
 	req.TTL = req.TTLOr(r.DefaultTTL)
-	o, err := r.admit(ctx, &cartKey{req.ShopID, req.CartToken}, true)
+	keys := reserveKeys(req)
+	o, err := r.admitReserve(ctx, &cartKey{req.ShopID, req.CartToken}, keys)
 	if err != nil {
 		return nil, err
 	}
 	defer o.done()
 	if err := r.catchUp(ctx, o); err != nil {
+		return nil, err
+	}
+	if err := r.awaitGrants(ctx, o, keys); err != nil {
 		return nil, err
 	}
 	sot := o.sot
@@ -323,6 +330,7 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 	start := time.Now()
 	res, err := sot.Reserve(ctx, req)
 	took := time.Since(start)
+	o.granted = err == nil && res != nil && res.Status == tandem.StatusReserved
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, took))
 	if r.Buyers != nil {
 		r.Buyers.ObserveBuyer(took)
