@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Error codes of the outside contract (README "API reference"). Every
+// Error codes of the outside contract (docs/api.md). Every
 // error that reaches a client carries one of them; web maps them to HTTP
 // statuses.
 const (

@@ -46,8 +46,8 @@ type Gates struct {
 	MaxMySQLErrorRate float64
 }
 
-// DefaultGates are the defaults of the config's rollout section (README
-// "Configuration reference").
+// DefaultGates are the defaults of the config's rollout section
+// (docs/configuration.md).
 var DefaultGates = Gates{
 	MinComparisons: 1000, MaxDivergenceRate: 0.001, Window: 15 * time.Minute, RequireAudit: true, ConsecutivePasses: 3,
 	AbortDivergenceRate: 0.01, AbortMinComparisons: 200,

@@ -68,7 +68,7 @@ type PlanSettings struct {
 }
 
 // DefaultPlanSettings are the defaults of the config's rollout.plan section
-// (README "Configuration reference"): 30m soaks, final mode mysql, one pod
+// (docs/configuration.md): 30m soaks, final mode mysql, one pod
 // at a time, no approval, no confirm webhooks.
 var DefaultPlanSettings = PlanSettings{ShadowSoak: 30 * time.Minute, MySQLSoak: 30 * time.Minute,
 	FinalMode: tandem.ModeMySQL, Parallel: 1, ConfirmTimeout: DefaultConfirmTimeout}

@@ -27,7 +27,7 @@ const (
 // DefaultReadyTimeout bounds how long /readyz waits for its dependencies.
 const DefaultReadyTimeout = 2 * time.Second
 
-// AdminServer is the admin API (README "API reference"), served on
+// AdminServer is the admin API (docs/api.md), served on
 // `admin_listen`: rollout, kill switch, divergences, audits, metrics and
 // the dashboard.
 type AdminServer struct {

@@ -38,7 +38,7 @@ func TestAdminAuthWalk(t *testing.T) {
 	h, f := newAdmin(t)
 	routes := web.Routes(h)
 	if len(routes) < 16 {
-		t.Fatalf("got %d admin routes, want every admin route of the README's API reference (%v)", len(routes), routes)
+		t.Fatalf("got %d admin routes, want every admin route of docs/api.md (%v)", len(routes), routes)
 	}
 	for _, rt := range routes {
 		if publicRoutes[rt] {

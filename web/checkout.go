@@ -19,7 +19,7 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 )
 
-// Server is the checkout API (README "API reference"), served on `listen`.
+// Server is the checkout API (docs/api.md), served on `listen`.
 type Server struct {
 	// Checkout answers every request.
 	Checkout tandem.CheckoutService

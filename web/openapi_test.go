@@ -28,7 +28,10 @@ type openAPI struct {
 
 type openAPIOperation struct {
 	Tags      []string       `yaml:"tags"`
+	Summary   string         `yaml:"summary"`
 	Responses map[string]any `yaml:"responses"`
+	// Security is nil when the operation takes the document's.
+	Security *[]map[string][]string `yaml:"security"`
 }
 
 var httpMethods = map[string]bool{"get": true, "put": true, "post": true, "delete": true, "patch": true, "head": true, "options": true}

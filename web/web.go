@@ -1,7 +1,7 @@
 // Package web serves tandem over HTTP: the checkout API (reservations and
 // inventory, on `listen`) and the admin API (rollout, kill switch,
 // divergences, audits, metrics and the dashboard, on `admin_listen`). It
-// speaks the HTTP contract in the README's "API reference" and is the only
+// speaks the HTTP contract of docs/api.md (web/openapi.yaml) and is the only
 // place where error codes are
 // mapped to HTTP statuses.
 package web

@@ -20,7 +20,7 @@ import (
 )
 
 // Config is the YAML configuration of `tandem serve` and `tandem migrate`
-// (README "Configuration reference"). Secrets come only from the environment.
+// (docs/configuration.md). Secrets come only from the environment.
 type Config struct {
 	Listen      string            `yaml:"listen"`
 	AdminListen string            `yaml:"admin_listen"`
@@ -154,8 +154,8 @@ type PodConfig struct {
 	shops tandem.ShopSet
 }
 
-// DefaultConfig returns the documented defaults (README "Configuration
-// reference"), with no pods.
+// DefaultConfig returns the documented defaults (docs/configuration.md),
+// with no pods.
 func DefaultConfig() Config {
 	return Config{
 		Listen:      "127.0.0.1:8080",

@@ -403,7 +403,7 @@ func (m *Main) startDemoTraffic() {
 const demoCaptureFor = 40 * time.Second
 
 // captureDemoFlashSale records the first pod's traffic over the demo's
-// first flash sale, so that the README's rehearsal has a capture to replay.
+// first flash sale, so that docs/operations.md's rehearsal has a capture to replay.
 func (m *Main) captureDemoFlashSale(pod string) {
 	if m.captures == nil {
 		return

@@ -186,7 +186,7 @@ func TestE2EMetrics(t *testing.T) {
 		metricName := regexp.MustCompile(`\b(?:tandem|go|process)_[a-z0-9_]+\b`)
 		exprs := alertRuleExprs(t, "../../deploy/prometheus/alerts.yml")
 		if len(exprs) < 10 {
-			t.Fatalf("got %d alerts, want the README's", len(exprs))
+			t.Fatalf("got %d alerts, want those of docs/operations.md", len(exprs))
 		}
 		for alert, expr := range exprs {
 			for _, n := range metricName.FindAllString(expr, -1) {

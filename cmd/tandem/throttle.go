@@ -12,7 +12,7 @@ import (
 )
 
 // ThrottleConfig is `throttle:`, the throttle of every pod's background
-// work (README "Throttle"). A limit of 0 turns its signal off.
+// work (docs/architecture.md, "Throttle"). A limit of 0 turns its signal off.
 type ThrottleConfig struct {
 	// MaxBuyerP99 throttles while the p99 of the pod's buyer reserves over
 	// BuyerWindow is above it.

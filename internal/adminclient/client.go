@@ -1,4 +1,4 @@
-// Package adminclient calls tandem's admin API (README "API reference")
+// Package adminclient calls tandem's admin API (docs/api.md)
 // over HTTP: one request and answer format, one error type, shared by
 // tandemctl and the bench.
 package adminclient

@@ -110,7 +110,7 @@ func TestSourceOfTruthDown(t *testing.T) {
 	t.Run("SettleUnavailableChangesNothing", func(t *testing.T) {
 		skipKnownBug(t, "dualwrite runs Claim/Release on the shadow even when the SoT fails: with Redis (SoT) down "+
 			"in shadow mode, a claim answered 503 is claimed by the MySQL shadow, which deducts the ledger "+
-			"(a partial write, DESIGN invariant 6); a release answered 503 releases the shadow's hold")
+			"(a partial write, invariant 6 of docs/architecture.md); a release answered 503 releases the shadow's hold")
 		p := mustOpenFaultPod(t, tandem.ModeShadow, patient)
 		p.mustStock(t, 20, 1)
 		for _, tok := range []string{"c", "r"} {

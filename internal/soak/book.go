@@ -1,7 +1,7 @@
 // Package soak keeps the books of a long, randomized run of tandem against
 // real stores, and checks them against the product's invariants (no
 // oversell, no undersell, no lost hold, exactly-once claims, both stores
-// equal at rest; README "Reliability") once the run
+// equal at rest; docs/reliability.md) once the run
 // is over. The run itself (pods, workers, flips, faults) is TestSoak, driven
 // by -soak.duration and -soak.pods; `make soak` runs it for minutes.
 //

@@ -613,8 +613,8 @@ func (r *run) repair(ctx context.Context, p *soakPod) string {
 // TestSoak runs -soak.pods pods of real stores behind fault proxies under
 // random buyer traffic for -soak.duration, with short holds and reapers,
 // random valid mode flips, kill switch toggles, restocks and one cut of a
-// pod's MySQL; then, at rest, it checks the invariants (README
-// "Reliability"): no oversell
+// pod's MySQL; then, at rest, it checks the invariants
+// (docs/reliability.md): no oversell
 // (the book's timeline and the ledger), claims deducted exactly once, no
 // lost reservation, each store consistent, the audit clean (after a repair
 // only where shadow divergences explain the drift), no goroutine leak and

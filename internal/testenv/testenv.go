@@ -58,7 +58,7 @@ func MustCreateDatabase(tb testing.TB) string {
 	roomForPools.Do(func() { makeRoomForPools(ctx, tb) })
 	db, err := scratch.CreateDatabase(ctx, RootDSN(), RandomName("tandem_test_"))
 	if err != nil {
-		tb.Fatalf("%v (is the server up? see README; TANDEM_TEST_MYSQL_DSN overrides it)", err)
+		tb.Fatalf("%v (is the server up? see docs/development.md; TANDEM_TEST_MYSQL_DSN overrides it)", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,7 +108,7 @@ func MustRedis(tb testing.TB) (*redis.Client, string) {
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		tb.Fatalf("Redis on %s is required (start it, see README): %v", RedisAddr(), err)
+		tb.Fatalf("Redis on %s is required (start it, see docs/development.md): %v", RedisAddr(), err)
 	}
 	prefix := RandomName("tt:") + ":"
 	tb.Cleanup(func() {

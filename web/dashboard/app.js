@@ -9,7 +9,7 @@
   const ACTOR_KEY = "tandem.actor";
   const REFRESH_MS = 2000;
   const MODES = ["redis", "shadow", "mysql", "mysql_only"];
-  // API.md: redis<->shadow, shadow<->mysql, mysql->mysql_only,
+  // The transitions: redis<->shadow, shadow<->mysql, mysql->mysql_only,
   // mysql_only->mysql (after a resync).
   const TRANSITIONS = {
     redis: ["shadow"],
@@ -60,7 +60,7 @@
     }
     const req = {
       method,
-      // X-Actor names who made a change in the audit log (API.md).
+      // X-Actor names who made a change in the audit log (docs/api.md).
       headers: { Authorization: "Bearer " + state.token, Accept: "application/json", "X-Actor": state.actor || "dashboard" },
       cache: "no-store",
       credentials: "omit",
