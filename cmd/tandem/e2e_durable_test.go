@@ -124,6 +124,9 @@ func TestE2EKillSwitchDurable(t *testing.T) {
 		engage(t, one, podA)
 		two.Admin.tb = t
 		eventually(t, "the other instance to see pod A in mysql", func() bool { return podStatus(two.Admin, podA)["mode"] == "mysql" })
+		// The next subtests check that pod A stays killed throughout on the
+		// other instance: it must have seen the kill first.
+		eventually(t, "the other instance to see pod A killed", func() bool { return slices.Equal(killed(two), []string{podA}) })
 		if got := e.inRedis(t); !slices.Equal(got, []string{podA}) {
 			t.Errorf("got %v in the control Redis, want [%s]", got, podA)
 		}
@@ -217,6 +220,9 @@ func TestE2EKillSwitchDurable(t *testing.T) {
 		one.Admin.tb, two.Admin.tb = t, t
 		e.redisProxy.Down()
 		e.mysqlProxy.Down()
+		// A failure here must not leave both down for the next subtest.
+		defer e.redisProxy.Restore()
+		defer e.mysqlProxy.Restore()
 		// Several polls pass while both are down: the state stays.
 		for range 20 {
 			for _, in := range []*Instance{one, two} {

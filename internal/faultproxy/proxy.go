@@ -18,6 +18,7 @@ import (
 type Proxy struct {
 	target string
 	ln     net.Listener
+	dial   func(network, addr string, timeout time.Duration) (net.Conn, error)
 
 	delay   atomic.Int64 // one-way delay in nanoseconds
 	refuse  atomic.Bool
@@ -30,11 +31,15 @@ type Proxy struct {
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of target.
 func Listen(target string) (*Proxy, error) {
+	return listen(target, net.DialTimeout)
+}
+
+func listen(target string, dial func(network, addr string, timeout time.Duration) (net.Conn, error)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, dial: dial, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -51,8 +56,9 @@ func (p *Proxy) SetLatency(d time.Duration) { p.delay.Store(int64(d)) }
 // them again (false).
 func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
 
-// Cut resets every open connection; with Refuse(true) first, the server is
-// gone until Restore.
+// Cut resets every open connection, also one accepted whose dial to the
+// target is still under way; with Refuse(true) first, the server is gone
+// until Restore.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -61,6 +67,7 @@ func (p *Proxy) Cut() {
 			_ = tc.SetLinger(0) // RST, not FIN
 		}
 		c.Close()
+		delete(p.conns, c) // serve sees it was cut
 	}
 }
 
@@ -84,14 +91,21 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-func (p *Proxy) track(c net.Conn, on bool) {
+// trackServer tracks server unless client was cut meanwhile.
+func (p *Proxy) trackServer(client, server net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if on {
-		p.conns[c] = struct{}{}
-	} else {
-		delete(p.conns, c)
+	if _, ok := p.conns[client]; !ok {
+		return false
 	}
+	p.conns[server] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
 }
 
 func (p *Proxy) accept() {
@@ -102,7 +116,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.Accepts.Add(1)
-		if p.refuse.Load() {
+		if !p.admit(c) {
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
@@ -114,18 +128,34 @@ func (p *Proxy) accept() {
 	}
 }
 
+// admit tracks c unless the proxy refuses, in one step under mu: a Cut
+// after it finds c (also while serve still dials the target), and a Down
+// before it refuses c.
+func (p *Proxy) admit(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refuse.Load() {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
-	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	server, err := p.dial("tcp", p.target, 5*time.Second)
 	if err != nil {
+		p.untrack(client)
 		client.Close()
 		return
 	}
-	p.track(client, true)
-	p.track(server, true)
+	if !p.trackServer(client, server) {
+		server.Close() // the client was cut while dialing
+		return
+	}
 	defer func() {
-		p.track(client, false)
-		p.track(server, false)
+		p.untrack(client)
+		p.untrack(server)
 		client.Close()
 		server.Close()
 	}()

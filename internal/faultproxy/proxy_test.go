@@ -127,3 +127,31 @@ func TestProxy(t *testing.T) {
 		}
 	})
 }
+
+// TestDownWhileDialing: a connection accepted before Down whose dial to
+// the target was still under way when Down cut the open ones is cut too,
+// not served once the dial ends (a pooled client would keep it, and the
+// store would answer while "down").
+func TestDownWhileDialing(t *testing.T) {
+	dialing, release := make(chan struct{}), make(chan struct{})
+	p, err := faultproxy.ListenDialing(echoServer(t), func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		close(dialing)
+		<-release
+		return net.DialTimeout(network, addr, timeout)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-dialing // accepted, not refused, not yet connected to the target
+	p.Down()
+	close(release)
+	if got, err := roundTrip(c, bufio.NewReader(c), "through"); err == nil {
+		t.Fatalf("got %q through a connection accepted before Down, want it cut", got)
+	}
+}
