@@ -4,13 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -295,108 +292,6 @@ func (m *Main) spawnMariaDB(ctx context.Context) (string, error) {
 	m.Logger.Info("demo: no MySQL on 127.0.0.1:3306, started a throwaway mariadbd (data in .demo/mysql, stopped on exit)",
 		zap.String("addr", addr), zap.String("binary", server))
 	return addr, nil
-}
-
-// startDemoTraffic plays checkouts across the pods: reserve, then claim,
-// release or abandon; restocks; and a flash sale on one hot item.
-func (m *Main) startDemoTraffic() {
-	type spot struct {
-		shop  int64
-		items []int64
-	}
-	var spots []spot
-	for _, p := range m.Config.Pods {
-		first, _ := tandem.ParseShopSet(p.Shops)
-		shop := int64(0)
-		for s := int64(1); s < 10000 && shop == 0; s++ {
-			if first.Contains(s) {
-				shop = s
-			}
-		}
-		spots = append(spots, spot{shop: shop, items: []int64{1, 2, 3, 4, 5, 6, 7, 8}})
-	}
-	const hotItem = 999
-	ctx := m.ctx
-	log := m.Logger.Named("demo-traffic")
-	for _, s := range spots {
-		for _, item := range append(s.items, hotItem) {
-			for _, g := range []int64{1, 2} {
-				if _, err := m.fleet.SetOnHand(ctx, tandem.Key{ShopID: s.shop, ItemID: item, GroupID: g}, 40); err != nil {
-					log.Warn("seed stock", zap.Error(err))
-				}
-			}
-		}
-	}
-	var seq atomic.Int64
-	var inflight sync.WaitGroup
-	checkout := func(shop int64, lines []tandem.LineRequest) {
-		token := fmt.Sprintf("demo-%d", seq.Add(1))
-		_, err := m.fleet.Reserve(ctx, tandem.ReserveRequest{CartToken: token, ShopID: shop, TTL: 15 * time.Second, Lines: lines})
-		if err != nil {
-			return
-		}
-		inflight.Add(1)
-		time.AfterFunc(time.Duration(200+rand.IntN(2000))*time.Millisecond, func() {
-			defer inflight.Done()
-			if ctx.Err() != nil {
-				return
-			}
-			switch r := rand.IntN(100); {
-			case r < 65:
-				m.fleet.Claim(ctx, shop, token)
-			case r < 85:
-				m.fleet.Release(ctx, shop, token)
-			} // else abandoned: the reaper expires it
-		})
-	}
-	m.wg.Add(1)
-	go func() { // steady checkouts, about 30 a second
-		defer m.wg.Done()
-		t := time.NewTicker(33 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				inflight.Wait()
-				return
-			case <-t.C:
-			}
-			s := spots[rand.IntN(len(spots))]
-			n := 1 + rand.IntN(3)
-			var lines []tandem.LineRequest
-			for _, i := range rand.Perm(len(s.items))[:n] {
-				lines = append(lines, tandem.LineRequest{ItemID: s.items[i], Quantity: int64(1 + rand.IntN(2)), GroupIDs: []int64{1, 2}})
-			}
-			checkout(s.shop, lines)
-		}
-	}()
-	m.goLoop(5*time.Second, func(ctx context.Context) { // restock what runs low
-		for _, s := range spots {
-			for _, item := range append(s.items, hotItem) {
-				for _, g := range []int64{1, 2} {
-					k := tandem.Key{ShopID: s.shop, ItemID: item, GroupID: g}
-					inv, err := m.fleet.Inventory(ctx, k)
-					if err == nil && inv.Available < 10 {
-						m.fleet.SetOnHand(ctx, k, inv.OnHand+40)
-					}
-				}
-			}
-		}
-	})
-	m.captureDemoFlashSale(m.Config.Pods[0].Name)
-	m.goLoop(30*time.Second, func(ctx context.Context) { // a flash sale: 60 buyers at once on one item
-		s := spots[0]
-		var wg sync.WaitGroup
-		for i := 0; i < 60; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				checkout(s.shop, []tandem.LineRequest{{ItemID: hotItem, Quantity: 1, GroupIDs: []int64{1}}})
-			}()
-		}
-		wg.Wait()
-		log.Info("flash sale played", zap.Int64("shop", s.shop), zap.Int64("item", hotItem))
-	})
 }
 
 // demoCaptureFor covers the demo's first flash sale (30 s after the start).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -93,6 +94,7 @@ func TestDemo(t *testing.T) {
 	})
 
 	first := newDemo(t) // lives until the end of the whole test
+	first.DemoTraffic = true
 	t.Run("RunsOnItsOwnNames", func(t *testing.T) {
 		sentinel := testenv.RandomName("tandem:pod-sentinel-") + ":k"
 		rdb.Set(ctx, sentinel, "someone else's", time.Hour)
@@ -122,6 +124,22 @@ func TestDemo(t *testing.T) {
 	if first.AdminAddr == "" {
 		t.FailNow()
 	}
+
+	t.Run("TrafficGoesThroughTheCheckoutAPI", func(t *testing.T) {
+		// Run returns once the traffic has stocked every position of its
+		// catalogue (3 shops x 9 items x 2 groups) through the API.
+		if got := checkoutRequests(t, first.Gatherer(), "PUT"); got < 54 {
+			t.Errorf("got %d PUT /v1/inventory counted by the buyer metrics, want at least 54", got)
+		}
+		// The buyers' first cart comes 33 ms later; the deadline only
+		// bounds a failure.
+		for deadline := time.Now().Add(time.Minute); checkoutRequests(t, first.Gatherer(), "POST") == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("gave up waiting for a POST /v1/reservations counted by the buyer metrics")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 
 	admin := func(t *testing.T, method, path, body string) (int, map[string]any) {
 		t.Helper()
@@ -156,4 +174,30 @@ func TestDemo(t *testing.T) {
 			t.Errorf("got %d %v from the first demo, want it serving with its kill switch still engaged", st, v)
 		}
 	})
+}
+
+// checkoutRequests counts the checkout API's requests of method that the
+// buyer metrics (tandem_http_request_duration_seconds{api="checkout"}) saw.
+func checkoutRequests(t *testing.T, g prometheus.Gatherer, method string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "tandem_http_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["api"] == "checkout" && labels["method"] == method {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }

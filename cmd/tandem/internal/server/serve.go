@@ -100,6 +100,7 @@ type Main struct {
 	pods     []*podRuntime
 	servers  []*http.Server
 	demo     *demoEnv
+	traffic  *demoTraffic
 
 	// readyState is each dependency's state at the last /readyz.
 	readyMu    sync.Mutex
@@ -136,7 +137,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	path := fs.String("config", "", "YAML config `FILE`; none runs the demo")
 	listen := fs.String("listen", "", "checkout API address `ADDR` (host:port), overriding the config's listen and the demo's 127.0.0.1:8080")
 	adminListen := fs.String("admin-listen", "", "admin API and dashboard address `ADDR` (host:port), overriding the config's admin_listen and the demo's 127.0.0.1:8081")
-	traffic := fs.Bool("demo-traffic", false, "play demo checkouts across the pods (on by default in the demo)")
+	traffic := fs.Bool("demo-traffic", false, "play demo checkouts across the pods through the checkout API (on by default in the demo)")
 	format := fs.String("log-format", "", "json or console (default: json, console in the demo)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := cli.ParseArgs(fs, args, serveSynopsis, serveSummary, m.Stdout); err != nil {
@@ -414,7 +415,8 @@ func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	m.Logger.Info("tandem serving", zap.String("checkout", m.CheckoutAddr), zap.String("admin", m.AdminAddr),
 		zap.String("instance", m.InstanceID), zap.Int("pods", len(m.pods)))
 	if m.DemoTraffic {
-		m.startDemoTraffic()
+		m.traffic = startDemoTraffic(m.CheckoutAddr, m.APIToken, m.Config.Pods, m.Logger.Named("demo-traffic"))
+		m.captureDemoFlashSale(m.Config.Pods[0].Name)
 	}
 }
 
@@ -614,6 +616,7 @@ func (m *Main) readyChanged(name, state string, critical bool) {
 // closes the stores. Safe to call twice.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
+		m.traffic.stop() // buyers first: they would meet a closed server
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, s := range m.servers {
