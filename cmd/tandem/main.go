@@ -1,8 +1,8 @@
 // Command tandem runs the shadow-mode migration controller (serve), its
 // database migrations (migrate), its load generator (bench) and the replay
-// of a capture (replay). This package only dispatches: the server is
-// internal/server, the bench internal/benchcmd, which the server does not
-// import.
+// of a capture (replay). This package only dispatches and puts the server
+// and the demo together: the server is internal/server, the demo
+// internal/demo, the bench internal/benchcmd; the server imports neither.
 package main
 
 import (
@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		err = server.RunServe(ctx, args[1:], stdout, stderr)
+		err = runServe(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = server.RunMigrate(ctx, args[1:], stdout, stderr)
 	case "bench":

@@ -1,15 +1,15 @@
-// Package server is `tandem serve` and `tandem migrate`: every part of the
-// service wired together (Main), its config file and the demo. End-to-end
-// tests run it in-process. It imports nothing of the bench: `tandem bench`
-// (cmd/tandem/internal/benchcmd) imports it, and deps_test.go checks that
-// it stays that way.
+// Package server is the server of `tandem serve` and `tandem migrate`:
+// every part of the service wired together (Main) and its config file.
+// End-to-end tests run it in-process. It imports nothing of the bench nor
+// of the demo: `tandem bench` (cmd/tandem/internal/benchcmd) and the demo
+// (cmd/tandem/internal/demo) import it, and deps_test.go checks that it
+// stays that way.
 package server
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/tandemhq/tandem/controldb"
 	"github.com/tandemhq/tandem/internal/cli"
@@ -28,27 +28,6 @@ addresses. TANDEM_ADMIN_TOKEN is required with --config.`
 	migrateSummary  = `Creates or upgrades every table of the control database and of every pod's
 MySQL; idempotent; creates a missing database when the user may.`
 )
-
-// RunServe is `tandem serve`: it serves until ctx is done, then stops.
-func RunServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	m := NewMain()
-	m.Stdout, m.Stderr = stdout, stderr
-	if err := m.ParseFlags(args, os.Getenv); err != nil {
-		return err
-	}
-	if err := m.Run(ctx); err != nil {
-		if ctx.Err() != nil {
-			// Ctrl-C while starting is a stop asked for, not a failure
-			// (make run then exits 0 too); what was started is closed.
-			fmt.Fprintln(stderr, "tandem: interrupted while starting; stopped")
-			return nil
-		}
-		return err
-	}
-	<-ctx.Done()
-	m.Logger.Info("shutting down")
-	return m.Close()
-}
 
 // RunMigrate is `tandem migrate`.
 func RunMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -7,15 +7,18 @@ import (
 )
 
 // notInTheServer are packages the server must not link: the bench, its
-// fault proxy and load generator, and what only tests use. `tandem bench`
-// is built from cmd/tandem/internal/benchcmd, which imports the server,
-// never the other way round.
+// fault proxy and load generator, the demo and its embedded Redis, and
+// what only tests use. `tandem bench` (cmd/tandem/internal/benchcmd) and
+// the demo (cmd/tandem/internal/demo) import the server, never the other
+// way round.
 //
 // internal/scratch is not among them: a rollout plan's rehearsal replays
 // a capture on a scratch database (rehearse.go, internal/replay), which the
 // server creates and drops with it.
 var notInTheServer = []string{
 	"github.com/tandemhq/tandem/cmd/tandem/internal/benchcmd",
+	"github.com/tandemhq/tandem/cmd/tandem/internal/demo",
+	"github.com/alicebob/miniredis/v2",
 	"github.com/tandemhq/tandem/internal/bench",
 	"github.com/tandemhq/tandem/internal/faultproxy",
 	"github.com/tandemhq/tandem/internal/loadgen",

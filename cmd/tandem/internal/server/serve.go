@@ -48,10 +48,18 @@ type Main struct {
 	APIToken    string
 	// InstanceID names this instance in GET /admin/instances.
 	InstanceID string
-	// Demo runs the demo: built-in config, local or embedded stores.
+	// Demo and DemoTraffic are what the command line asks for: the demo
+	// (no --config) and its buyers. Run does neither itself: cmd/tandem
+	// sets Prepare to the demo's set-up and runs the buyers against the
+	// checkout API (cmd/tandem/internal/demo).
 	Demo        bool
 	DemoTraffic bool
-	LogFormat   string
+	// Prepare, when set, runs first in Run, with the logger ready and
+	// before the admin token is checked or anything is opened: the demo
+	// builds the config there, binds the listeners (Bind) and adds what it
+	// started to what Close undoes (AddCloser).
+	Prepare   func(ctx context.Context, m *Main) error
+	LogFormat string
 	// LogLevel is debug, info (default), warn or error.
 	LogLevel string
 	Logger   *zap.Logger
@@ -77,15 +85,9 @@ type Main struct {
 	AdminAddr    string
 	MetricsAddr  string
 
-	// demoNames are the demo's ports, database names and key prefix;
-	// zero takes defaultDemoNames.
-	demoNames demoNames
-	// bound holds the checkout and admin listeners the demo bound before
-	// touching any data; Run serves on them.
+	// bound holds the checkout and admin listeners bound before Run
+	// (Bind); Run serves on them.
 	bound []net.Listener
-	// listenFlag and adminListenFlag are --listen and --admin-listen, which
-	// override the demo's addresses too.
-	listenFlag, adminListenFlag string
 
 	registry *prometheus.Registry
 	control  *controldb.Store
@@ -99,8 +101,6 @@ type Main struct {
 	history  *history.Recorder
 	pods     []*podRuntime
 	servers  []*http.Server
-	demo     *demoEnv
-	traffic  *demoTraffic
 
 	// readyState is each dependency's state at the last /readyz.
 	readyMu    sync.Mutex
@@ -173,12 +173,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		m.Config = cfg
 	}
-	// The demo builds its config from these two (setUpDemo).
+	// The demo binds these two too (its default config's addresses).
 	if *listen != "" {
-		m.Config.Listen, m.listenFlag = *listen, *listen
+		m.Config.Listen = *listen
 	}
 	if *adminListen != "" {
-		m.Config.AdminListen, m.adminListenFlag = *adminListen, *adminListen
+		m.Config.AdminListen = *adminListen
 	}
 	m.LogLevel = *level
 	if *format != "" {
@@ -210,8 +210,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Close()
 		}
 	}()
-	if m.Demo {
-		if err := m.setUpDemo(ctx); err != nil {
+	if m.Prepare != nil {
+		if err := m.Prepare(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -414,10 +414,6 @@ func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	}
 	m.Logger.Info("tandem serving", zap.String("checkout", m.CheckoutAddr), zap.String("admin", m.AdminAddr),
 		zap.String("instance", m.InstanceID), zap.Int("pods", len(m.pods)))
-	if m.DemoTraffic {
-		m.traffic = startDemoTraffic(m.CheckoutAddr, m.APIToken, m.Config.Pods, m.Logger.Named("demo-traffic"))
-		m.captureDemoFlashSale(m.Config.Pods[0].Name)
-	}
 }
 
 func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
@@ -616,7 +612,6 @@ func (m *Main) readyChanged(name, state string, critical bool) {
 // closes the stores. Safe to call twice.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
-		m.traffic.stop() // buyers first: they would meet a closed server
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, s := range m.servers {
@@ -631,15 +626,24 @@ func (m *Main) Close() error {
 				m.Logger.Warn("close", zap.Error(err))
 			}
 		}
-		if m.demo != nil {
-			m.demo.close()
-		}
 		if m.Logger != nil {
 			_ = m.Logger.Sync()
 		}
 	})
 	return nil
 }
+
+// Bind makes Run serve the checkout API on checkout and the admin API on
+// admin rather than bind the config's addresses; Close closes them. The
+// demo binds its ports before it touches any data.
+func (m *Main) Bind(checkout, admin net.Listener) {
+	m.bound = []net.Listener{checkout, admin}
+	m.closers = append(m.closers, ignoreClosed(checkout.Close), ignoreClosed(admin.Close))
+}
+
+// AddCloser adds f to what Close undoes, last added first undone: f
+// runs after everything opened later is closed.
+func (m *Main) AddCloser(f func() error) { m.closers = append(m.closers, f) }
 
 // KillSwitchEngaged reports whether this instance serves pod as killed;
 // the kill switch bench times its propagation with it.

@@ -1,8 +1,17 @@
-package server
+// Package demo is what `tandem serve` without --config runs besides the
+// server: its stores (local MySQL/MariaDB and Redis, or a throwaway
+// mariadbd and an embedded miniredis), its config, and buyers that play
+// checkouts through the checkout API (traffic.go). The server
+// (cmd/tandem/internal/server) does not import it: `tandem serve --config`
+// links no miniredis, and the demo drives the server only through what a
+// server.Main offers and through its HTTP APIs.
+package demo
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -16,17 +25,24 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/cmd/tandem/internal/server"
 )
 
-// demoEnv is what the demo started and must stop: a throwaway mariadbd,
-// an embedded Redis.
-type demoEnv struct {
+// Demo is one demo run's stores: what it started it stops when the
+// server closes.
+type Demo struct {
+	// Names are the database names and key prefix of the run; zero takes
+	// DefaultNames. Tests take their own, so that they never touch a real
+	// demo's.
+	Names Names
+
+	logger *zap.Logger
 	mysqld *exec.Cmd
 	mr     *miniredis.Miniredis
 }
 
-func (d *demoEnv) close() {
+// close stops the throwaway mariadbd and the embedded Redis, if started.
+func (d *Demo) close() error {
 	if d.mysqld != nil && d.mysqld.Process != nil {
 		_ = d.mysqld.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -41,6 +57,7 @@ func (d *demoEnv) close() {
 	if d.mr != nil {
 		d.mr.Close()
 	}
+	return nil
 }
 
 func answers(addr string) bool {
@@ -82,99 +99,52 @@ const (
 	demoDBNameSuffix = "control"
 )
 
-// demoNames are the names one demo run uses; tests replace them with
-// their own so that they never touch a real demo's.
-type demoNames struct {
-	listen, adminListen string
-	dbPrefix            string
-	redisPrefix         string
+// Names are the names one demo run uses: its databases' prefix and its
+// Redis key prefix.
+type Names struct {
+	DBPrefix, RedisPrefix string
 }
 
-var defaultDemoNames = demoNames{
-	listen: "127.0.0.1:8080", adminListen: "127.0.0.1:8081",
-	dbPrefix: demoDBPrefix, redisPrefix: demoRedisPrefix,
-}
+// DefaultNames are the demo's names, which no other config uses.
+var DefaultNames = Names{DBPrefix: demoDBPrefix, RedisPrefix: demoRedisPrefix}
 
-// setUpDemo builds the demo config on local stores: MySQL/MariaDB on
-// 127.0.0.1:3306 if it answers, else a throwaway mariadbd under .demo/;
-// Redis on 127.0.0.1:6379 if it answers, else embedded miniredis.
-// TANDEM_DEMO_SPAWN_MYSQL and TANDEM_DEMO_EMBEDDED_REDIS force the
-// fallbacks. It binds both ports before it touches any data (a second demo
-// fails there, changing nothing), uses its own database names and Redis key
-// prefix, and drops only databases that carry its marker table.
-func (m *Main) setUpDemo(ctx context.Context) error {
-	names := m.demoNames
-	if names == (demoNames{}) {
-		names = defaultDemoNames
+// SetUp is the server.Main's Prepare in the demo: it builds the config on
+// local stores: MySQL/MariaDB on 127.0.0.1:3306 if it answers, else a
+// throwaway mariadbd under .demo/; Redis on 127.0.0.1:6379 if it answers,
+// else embedded miniredis. TANDEM_DEMO_SPAWN_MYSQL and
+// TANDEM_DEMO_EMBEDDED_REDIS force the fallbacks. It binds both of m's
+// addresses (127.0.0.1:8080 and :8081 unless --listen and --admin-listen
+// say otherwise) before it touches any data (a second demo fails there,
+// changing nothing), uses its own database names and Redis key prefix, and
+// drops only databases that carry its marker table. Without an admin token
+// it makes one and prints it.
+func (d *Demo) SetUp(ctx context.Context, m *server.Main) error {
+	if d.Names == (Names{}) {
+		d.Names = DefaultNames
 	}
-	if m.listenFlag != "" {
-		names.listen = m.listenFlag
-	}
-	if m.adminListenFlag != "" {
-		names.adminListen = m.adminListenFlag
-	}
-	for _, addr := range []string{names.listen, names.adminListen} {
+	d.logger = m.Logger
+	m.AddCloser(d.close) // first added, last closed: after the stores
+	var lns []net.Listener
+	for _, addr := range []string{m.Config.Listen, m.Config.AdminListen} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
 			return fmt.Errorf("demo: %s is in use (is another tandem demo or serve running? stop it first); nothing was changed: %w", addr, err)
 		}
-		m.closers = append(m.closers, ignoreClosed(ln.Close))
-		m.bound = append(m.bound, ln)
+		lns = append(lns, ln)
 	}
-	m.demo = &demoEnv{}
-	mysqlAddr := "127.0.0.1:3306"
-	if os.Getenv("TANDEM_DEMO_SPAWN_MYSQL") != "" || !answers(mysqlAddr) {
-		addr, err := m.spawnMariaDB(ctx)
-		if err != nil {
-			return err
-		}
-		mysqlAddr = addr
+	m.Bind(lns[0], lns[1]) // Run serves on them, Close closes them
+	mysqlAddr, redisAddr, err := d.startStores(ctx)
+	if err != nil {
+		return err
 	}
-	redisAddr := "127.0.0.1:6379"
-	if os.Getenv("TANDEM_DEMO_EMBEDDED_REDIS") != "" || !answers(redisAddr) {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return fmt.Errorf("demo: embedded Redis: %w", err)
-		}
-		m.demo.mr = mr
-		redisAddr = mr.Addr()
-		m.Logger.Info("demo: no Redis on 127.0.0.1:6379, using embedded miniredis", zap.String("addr", redisAddr))
+	cfg, err := d.config(ctx, mysqlAddr, redisAddr)
+	if err != nil {
+		return err
 	}
-	dsn := func(db string) string {
-		c := mysql.NewConfig()
-		c.User, c.Net, c.Addr, c.DBName = "root", "tcp", mysqlAddr, db
-		return c.FormatDSN()
-	}
-	dbs := []string{names.dbPrefix + demoDBNameSuffix}
-	for _, p := range demoPods {
-		dbs = append(dbs, names.dbPrefix+p.name[len("pod-"):])
-	}
-	if err := resetDemoDatabases(ctx, dsn(""), dbs); err != nil {
-		return fmt.Errorf("demo: MySQL at %s: %w", mysqlAddr, err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, names.redisPrefix+demoKeysPattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Unlink(ctx, iter.Val())
-	}
-	cfg := DefaultConfig()
-	cfg.Listen, cfg.AdminListen = m.bound[0].Addr().String(), m.bound[1].Addr().String()
-	cfg.Control.MySQLDSN = dsn(dbs[0])
-	cfg.Control.RedisAddr = redisAddr
-	cfg.Control.RedisPrefix = names.redisPrefix + "control:"
-	cfg.Reservation.DefaultTTL = time.Minute
-	cfg.Rollout.GateMinComparisons = 200
-	cfg.Rollout.GateWindow = 5 * time.Minute
-	cfg.Rollout.AuditInterval = 30 * time.Second
-	cfg.Rollout.AbortDivergenceRate = 0.05
-	for i, p := range demoPods {
-		cfg.Pods = append(cfg.Pods, PodConfig{
-			Name: p.name, Shops: []string{p.shops}, Mode: p.mode,
-			MySQLDSN: dsn(dbs[i+1]), RedisAddr: redisAddr, RedisDB: 0, MySQLMaxOpenConns: 16,
-			RedisPrefix: names.redisPrefix + p.name + ":",
-		})
-	}
+	cfg.Listen, cfg.AdminListen = lns[0].Addr().String(), lns[1].Addr().String()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -185,6 +155,74 @@ func (m *Main) setUpDemo(ctx context.Context) error {
 			m.AdminToken, cfg.AdminListen, m.AdminToken)
 	}
 	return nil
+}
+
+// startStores returns the addresses of the MySQL and the Redis the demo
+// runs on, local ones when they answer, else ones it starts.
+func (d *Demo) startStores(ctx context.Context) (mysqlAddr, redisAddr string, err error) {
+	mysqlAddr = "127.0.0.1:3306"
+	if os.Getenv("TANDEM_DEMO_SPAWN_MYSQL") != "" || !answers(mysqlAddr) {
+		if mysqlAddr, err = d.spawnMariaDB(ctx); err != nil {
+			return "", "", err
+		}
+	}
+	redisAddr = "127.0.0.1:6379"
+	if os.Getenv("TANDEM_DEMO_EMBEDDED_REDIS") != "" || !answers(redisAddr) {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return "", "", fmt.Errorf("demo: embedded Redis: %w", err)
+		}
+		d.mr = mr
+		redisAddr = mr.Addr()
+		d.logger.Info("demo: no Redis on 127.0.0.1:6379, using embedded miniredis", zap.String("addr", redisAddr))
+	}
+	return mysqlAddr, redisAddr, nil
+}
+
+// config recreates the demo's databases and empties its Redis keys, and
+// returns the config of its three pods on them.
+func (d *Demo) config(ctx context.Context, mysqlAddr, redisAddr string) (server.Config, error) {
+	dsn := func(db string) string {
+		c := mysql.NewConfig()
+		c.User, c.Net, c.Addr, c.DBName = "root", "tcp", mysqlAddr, db
+		return c.FormatDSN()
+	}
+	dbs := []string{d.Names.DBPrefix + demoDBNameSuffix}
+	for _, p := range demoPods {
+		dbs = append(dbs, d.Names.DBPrefix+p.name[len("pod-"):])
+	}
+	if err := resetDemoDatabases(ctx, dsn(""), dbs); err != nil {
+		return server.Config{}, fmt.Errorf("demo: MySQL at %s: %w", mysqlAddr, err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, d.Names.RedisPrefix+demoKeysPattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Unlink(ctx, iter.Val())
+	}
+	cfg := server.DefaultConfig()
+	cfg.Control.MySQLDSN = dsn(dbs[0])
+	cfg.Control.RedisAddr = redisAddr
+	cfg.Control.RedisPrefix = d.Names.RedisPrefix + "control:"
+	cfg.Reservation.DefaultTTL = time.Minute
+	cfg.Rollout.GateMinComparisons = 200
+	cfg.Rollout.GateWindow = 5 * time.Minute
+	cfg.Rollout.AuditInterval = 30 * time.Second
+	cfg.Rollout.AbortDivergenceRate = 0.05
+	for i, p := range demoPods {
+		cfg.Pods = append(cfg.Pods, server.PodConfig{
+			Name: p.name, Shops: []string{p.shops}, Mode: p.mode,
+			MySQLDSN: dsn(dbs[i+1]), RedisAddr: redisAddr, RedisDB: 0, MySQLMaxOpenConns: 16,
+			RedisPrefix: d.Names.RedisPrefix + p.name + ":",
+		})
+	}
+	return cfg, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // resetDemoDatabases drops and recreates the demo's databases, each with
@@ -233,11 +271,11 @@ func resetDemoDatabases(ctx context.Context, rootDSN string, dbs []string) error
 
 // spawnMariaDB starts a throwaway mariadbd (or mysqld) from the installed
 // binaries, with its data under .demo/mysql, on a free loopback port.
-func (m *Main) spawnMariaDB(ctx context.Context) (string, error) {
-	server, err := exec.LookPath("mariadbd")
+func (d *Demo) spawnMariaDB(ctx context.Context) (string, error) {
+	bin, err := exec.LookPath("mariadbd")
 	if err != nil {
-		if server, err = exec.LookPath("/usr/sbin/mariadbd"); err != nil {
-			if server, err = exec.LookPath("mysqld"); err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/mariadbd"); err != nil {
+			if bin, err = exec.LookPath("mysqld"); err != nil {
 				return "", fmt.Errorf("demo: no MySQL/MariaDB answers on 127.0.0.1:3306 and none is installed (apt-get install mariadb-server)")
 			}
 		}
@@ -269,7 +307,7 @@ func (m *Main) spawnMariaDB(ctx context.Context) (string, error) {
 	addr := ln.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	ln.Close()
-	cmd := exec.Command(server, "--no-defaults", "--datadir="+dir, "--user=root", "--bind-address=127.0.0.1",
+	cmd := exec.Command(bin, "--no-defaults", "--datadir="+dir, "--user=root", "--bind-address=127.0.0.1",
 		"--port="+port, "--socket="+filepath.Join(dir, "mysqld.sock"), "--pid-file="+filepath.Join(dir, "mysqld.pid"),
 		"--skip-log-bin", "--innodb-buffer-pool-size=128M")
 	logf, err := os.Create(filepath.Join(dir, "..", "mysqld.log"))
@@ -280,36 +318,16 @@ func (m *Main) spawnMariaDB(ctx context.Context) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the demo
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", fmt.Errorf("demo: start %s: %w", server, err)
+		return "", fmt.Errorf("demo: start %s: %w", bin, err)
 	}
-	m.demo.mysqld = cmd
+	d.mysqld = cmd
 	for i := 0; i < 120 && !answers(addr); i++ {
 		time.Sleep(250 * time.Millisecond)
 	}
 	if !answers(addr) {
-		return "", fmt.Errorf("demo: %s did not answer on %s (see .demo/mysqld.log)", server, addr)
+		return "", fmt.Errorf("demo: %s did not answer on %s (see .demo/mysqld.log)", bin, addr)
 	}
-	m.Logger.Info("demo: no MySQL on 127.0.0.1:3306, started a throwaway mariadbd (data in .demo/mysql, stopped on exit)",
-		zap.String("addr", addr), zap.String("binary", server))
+	d.logger.Info("demo: no MySQL on 127.0.0.1:3306, started a throwaway mariadbd (data in .demo/mysql, stopped on exit)",
+		zap.String("addr", addr), zap.String("binary", bin))
 	return addr, nil
-}
-
-// demoCaptureFor covers the demo's first flash sale (30 s after the start).
-const demoCaptureFor = 40 * time.Second
-
-// captureDemoFlashSale records the first pod's traffic over the demo's
-// first flash sale, so that the README's rehearsal has a capture to replay.
-func (m *Main) captureDemoFlashSale(pod string) {
-	if m.captures == nil {
-		return
-	}
-	info, err := m.captures.StartCapture(m.ctx, pod, tandem.CaptureRequest{
-		Change: tandem.Change{Actor: "demo", Reason: "demo: record the flash sale for a rehearsal"}, Duration: demoCaptureFor})
-	if err != nil {
-		m.Logger.Warn("demo capture", zap.Error(err))
-		return
-	}
-	m.Logger.Info("recording the flash sale for a rehearsal",
-		zap.String("capture", info.ID), zap.String("pod", pod), zap.Duration("for", demoCaptureFor),
-		zap.String("then", "tandemctl capture get "+info.ID+" -o flash.tcap && tandem replay --capture flash.tcap --speed 1"))
 }

@@ -1,9 +1,11 @@
-package server
+package demo
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/cmd/tandem/internal/server"
+	"github.com/tandemhq/tandem/internal/adminclient"
 )
 
 // The demo's catalogue: in one shop of each pod, items 1..8 and a hot item
@@ -22,12 +26,12 @@ var (
 
 const demoHotItem = 999
 
-// demoTraffic plays checkouts across the pods through the checkout API, as
+// Traffic plays checkouts across the pods through the checkout API, as
 // buyers do: reserve, then claim, release or abandon; restocks; and a
 // flash sale on one hot item. Being a client of the API, it is counted by
 // the buyer metrics (tandem_http_*{api="checkout"}), and so by the
 // Grafana buyer panels and the buyer alerts, like any checkout service.
-type demoTraffic struct {
+type Traffic struct {
 	client *checkoutClient
 	shops  []int64
 	log    *zap.Logger
@@ -38,20 +42,23 @@ type demoTraffic struct {
 	inflight sync.WaitGroup
 }
 
-// startDemoTraffic seeds the stock of one shop per pod through the
-// checkout API at addr and starts the buyers; stop ends them.
-func startDemoTraffic(addr, apiToken string, pods []PodConfig, log *zap.Logger) *demoTraffic {
+// StartTraffic seeds the stock of one shop per pod of m, a running
+// server, through its checkout API, starts the buyers, and records the
+// first flash sale for a rehearsal through its admin API. Stop ends them.
+func StartTraffic(m *server.Main) *Traffic {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &demoTraffic{client: newCheckoutClient(addr, apiToken), shops: firstShops(pods), log: log, cancel: cancel}
+	t := &Traffic{client: newCheckoutClient(m.CheckoutAddr, m.APIToken), shops: firstShops(m.Config.Pods),
+		log: m.Logger.Named("demo-traffic"), cancel: cancel}
 	t.seed(ctx)
 	t.every(ctx, 33*time.Millisecond, t.steady) // about 30 checkouts a second
 	t.every(ctx, 5*time.Second, t.restock)
+	captureFlashSale(ctx, m, m.Config.Pods[0].Name)
 	t.every(ctx, 30*time.Second, t.flashSale)
 	return t
 }
 
-// stop ends the buyers and waits for them; safe on nil.
-func (t *demoTraffic) stop() {
+// Stop ends the buyers and waits for them; safe on nil.
+func (t *Traffic) Stop() {
 	if t == nil {
 		return
 	}
@@ -62,7 +69,7 @@ func (t *demoTraffic) stop() {
 }
 
 // firstShops returns the lowest shop id below 10000 of each pod.
-func firstShops(pods []PodConfig) []int64 {
+func firstShops(pods []server.PodConfig) []int64 {
 	var shops []int64
 	for _, p := range pods {
 		set, _ := tandem.ParseShopSet(p.Shops)
@@ -77,7 +84,7 @@ func firstShops(pods []PodConfig) []int64 {
 }
 
 // keys calls f with every position of the demo's catalogue.
-func (t *demoTraffic) keys(f func(tandem.Key)) {
+func (t *Traffic) keys(f func(tandem.Key)) {
 	items := append([]int64{demoHotItem}, demoItems...)
 	for _, shop := range t.shops {
 		for _, item := range items {
@@ -88,7 +95,7 @@ func (t *demoTraffic) keys(f func(tandem.Key)) {
 	}
 }
 
-func (t *demoTraffic) seed(ctx context.Context) {
+func (t *Traffic) seed(ctx context.Context) {
 	t.keys(func(k tandem.Key) {
 		if err := t.client.setOnHand(ctx, k, 40); err != nil {
 			t.log.Warn("seed stock", zap.Error(err))
@@ -97,7 +104,7 @@ func (t *demoTraffic) seed(ctx context.Context) {
 }
 
 // restock adds 40 to what runs low.
-func (t *demoTraffic) restock(ctx context.Context) {
+func (t *Traffic) restock(ctx context.Context) {
 	t.keys(func(k tandem.Key) {
 		inv, err := t.client.inventory(ctx, k)
 		if err == nil && inv.Available < 10 {
@@ -107,7 +114,7 @@ func (t *demoTraffic) restock(ctx context.Context) {
 }
 
 // steady is one buyer's cart of one to three items in a random shop.
-func (t *demoTraffic) steady(ctx context.Context) {
+func (t *Traffic) steady(ctx context.Context) {
 	shop := t.shops[rand.IntN(len(t.shops))]
 	var lines []tandem.LineRequest
 	for _, i := range rand.Perm(len(demoItems))[:1+rand.IntN(3)] {
@@ -117,7 +124,7 @@ func (t *demoTraffic) steady(ctx context.Context) {
 }
 
 // flashSale is 60 buyers at once on the hot item of the first pod's shop.
-func (t *demoTraffic) flashSale(ctx context.Context) {
+func (t *Traffic) flashSale(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range 60 {
 		wg.Add(1)
@@ -132,7 +139,7 @@ func (t *demoTraffic) flashSale(ctx context.Context) {
 
 // checkout reserves a cart, then after a while pays (claim, 65%), gives up
 // (release, 20%) or walks away (15%: the reaper expires the hold).
-func (t *demoTraffic) checkout(ctx context.Context, shop int64, lines []tandem.LineRequest) {
+func (t *Traffic) checkout(ctx context.Context, shop int64, lines []tandem.LineRequest) {
 	token := fmt.Sprintf("demo-%d", t.seq.Add(1))
 	if err := t.client.reserve(ctx, reserveRequest{CartToken: token, ShopID: shop, TTLSeconds: 15, Lines: lines}); err != nil {
 		return // sold out, or stopping
@@ -155,7 +162,7 @@ func (t *demoTraffic) checkout(ctx context.Context, shop int64, lines []tandem.L
 }
 
 // every runs f every interval until stop.
-func (t *demoTraffic) every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
+func (t *Traffic) every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
 	t.loops.Add(1)
 	go func() {
 		defer t.loops.Done()
@@ -170,4 +177,27 @@ func (t *demoTraffic) every(ctx context.Context, interval time.Duration, f func(
 			}
 		}
 	}()
+}
+
+// captureFor covers the demo's first flash sale (30 s after the start).
+const captureFor = 40 * time.Second
+
+// captureFlashSale records pod's traffic over the demo's first flash sale
+// (POST /admin/pods/{pod}/capture), so that the README's rehearsal has a
+// capture to replay.
+func captureFlashSale(ctx context.Context, m *server.Main, pod string) {
+	admin := &adminclient.Client{Base: "http://" + m.AdminAddr, Token: m.AdminToken, Actor: "demo",
+		HTTP: &http.Client{Timeout: 10 * time.Second}}
+	var info struct {
+		ID string `json:"id"`
+	}
+	err := admin.Call(ctx, http.MethodPost, "/admin/pods/"+url.PathEscape(pod)+"/capture", nil,
+		map[string]string{"reason": "demo: record the flash sale for a rehearsal", "duration": captureFor.String()}, &info)
+	if err != nil {
+		m.Logger.Warn("demo capture", zap.Error(err))
+		return
+	}
+	m.Logger.Info("recording the flash sale for a rehearsal",
+		zap.String("capture", info.ID), zap.String("pod", pod), zap.Duration("for", captureFor),
+		zap.String("then", "tandemctl capture get "+info.ID+" -o flash.tcap && tandem replay --capture flash.tcap --speed 1"))
 }

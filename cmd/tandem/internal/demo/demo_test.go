@@ -1,4 +1,4 @@
-package server
+package demo
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tandemhq/tandem/cmd/tandem/internal/server"
 	"github.com/tandemhq/tandem/internal/testenv"
 )
 
@@ -36,27 +37,26 @@ func freeTestAddr(t *testing.T) string {
 func TestDemo(t *testing.T) {
 	rdb, _ := testenv.MustRedis(t) // checks the servers; the demo finds them on their default ports
 	ctx := context.Background()
-	names := demoNames{
-		listen: freeTestAddr(t), adminListen: freeTestAddr(t),
-		dbPrefix: testenv.RandomName("tandem_test_demo_") + "_", redisPrefix: testenv.RandomName("tt-demo-") + ":",
-	}
+	listen, adminListen := freeTestAddr(t), freeTestAddr(t)
+	names := Names{DBPrefix: testenv.RandomName("tandem_test_demo_") + "_", RedisPrefix: testenv.RandomName("tt-demo-") + ":"}
 	rootCfg, _ := mysql.ParseDSN(testenv.RootDSN())
 	rootCfg.DBName = ""
 	root, err := sql.Open("mysql", rootCfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbs := []string{names.dbPrefix + "control", names.dbPrefix + "a", names.dbPrefix + "b", names.dbPrefix + "c"}
+	dbs := []string{names.DBPrefix + "control", names.DBPrefix + "a", names.DBPrefix + "b", names.DBPrefix + "c"}
 	t.Cleanup(func() {
 		for _, db := range dbs {
 			root.Exec("DROP DATABASE IF EXISTS `" + db + "`")
 		}
 		root.Close()
-		testenv.DeletePrefix(t, rdb, names.redisPrefix)
+		testenv.DeletePrefix(t, rdb, names.RedisPrefix)
 	})
-	newDemo := func(t *testing.T) *Main {
-		m := NewMain()
-		m.Demo, m.demoNames = true, names
+	newDemo := func(t *testing.T) *server.Main {
+		m := server.NewMain()
+		m.Demo, m.Prepare = true, (&Demo{Names: names}).SetUp
+		m.Config.Listen, m.Config.AdminListen = listen, adminListen
 		m.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 		m.Stdout, m.Stderr = io.Discard, io.Discard
 		m.AdminToken = "demo-test-token"
@@ -94,7 +94,6 @@ func TestDemo(t *testing.T) {
 	})
 
 	first := newDemo(t) // lives until the end of the whole test
-	first.DemoTraffic = true
 	t.Run("RunsOnItsOwnNames", func(t *testing.T) {
 		sentinel := testenv.RandomName("tandem:pod-sentinel-") + ":k"
 		rdb.Set(ctx, sentinel, "someone else's", time.Hour)
@@ -102,12 +101,12 @@ func TestDemo(t *testing.T) {
 		if err := first.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if p := first.Config.Control.RedisPrefix; !strings.HasPrefix(p, names.redisPrefix) {
-			t.Errorf("got control prefix %q, want one under %q", p, names.redisPrefix)
+		if p := first.Config.Control.RedisPrefix; !strings.HasPrefix(p, names.RedisPrefix) {
+			t.Errorf("got control prefix %q, want one under %q", p, names.RedisPrefix)
 		}
 		for _, p := range first.Config.Pods {
-			if !strings.HasPrefix(p.RedisPrefix, names.redisPrefix) {
-				t.Errorf("got pod prefix %q, want one under %q", p.RedisPrefix, names.redisPrefix)
+			if !strings.HasPrefix(p.RedisPrefix, names.RedisPrefix) {
+				t.Errorf("got pod prefix %q, want one under %q", p.RedisPrefix, names.RedisPrefix)
 			}
 		}
 		if rdb.Exists(ctx, sentinel).Val() != 1 {
@@ -126,7 +125,9 @@ func TestDemo(t *testing.T) {
 	}
 
 	t.Run("TrafficGoesThroughTheCheckoutAPI", func(t *testing.T) {
-		// Run returns once the traffic has stocked every position of its
+		buyers := StartTraffic(first)
+		t.Cleanup(buyers.Stop) // before the demo's Close
+		// StartTraffic returns once it has stocked every position of its
 		// catalogue (3 shops x 9 items x 2 groups) through the API.
 		if got := checkoutRequests(t, first.Gatherer(), "PUT"); got < 54 {
 			t.Errorf("got %d PUT /v1/inventory counted by the buyer metrics, want at least 54", got)
