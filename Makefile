@@ -67,7 +67,7 @@ stress: test-deps
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCartToken$$' -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/tandem/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/tandem/internal/server/
 	$(GO) test -run '^$$' -fuzz '^FuzzReserveDecode$$' -fuzztime $(FUZZTIME) ./web/
 	$(GO) test -run '^$$' -fuzz '^FuzzReserveFastPath$$' -fuzztime $(FUZZTIME) ./web/
 

@@ -41,8 +41,8 @@ const MaxRehearsalSpeed = 1000
 // rehearsal that ran and did not hold is tried again only on a new capture.
 const rehearsalRetryEvery = 30 * time.Second
 
-// Rehearser replays a pod's captures; cmd/tandem implements it over the
-// capture recorder and internal/replay.
+// Rehearser replays a pod's captures; cmd/tandem/internal/server
+// implements it over the capture recorder and internal/replay.
 type Rehearser interface {
 	// LatestCapture returns the ID of pod's newest ended capture on this
 	// instance; false when it has none.

@@ -286,7 +286,7 @@ type Controller struct {
 	// confirm webhooks promotes nothing.
 	Confirmer Confirmer
 	// Rehearser replays the pods' captures for the plan's rehearsal gate
-	// (rehearsal.go); cmd/tandem sets it.
+	// (rehearsal.go); cmd/tandem/internal/server sets it.
 	Rehearser Rehearser
 	// Throttles gives the pods' throttle states on this instance
 	// (POD.throttle); nil shows the manual throttle alone.

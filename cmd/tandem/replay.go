@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tandemhq/tandem/capture"
+	"github.com/tandemhq/tandem/internal/cli"
 	"github.com/tandemhq/tandem/internal/replay"
 )
 
@@ -29,7 +30,7 @@ speed that held. Exits 1 when the (last) replay did not hold.`
 
 // runReplay is `tandem replay`.
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tandem replay")
+	fs := cli.NewFlagSet("tandem replay")
 	file := fs.String("capture", "", "the capture `FILE` (required)")
 	speed := fs.Float64("speed", 1, "replay at `N` times the captured speed")
 	dsn := fs.String("mysql", "", "replay on this database `DSN` (it must carry the scratch marker; it is wiped); default: a scratch database on --server")
@@ -42,14 +43,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	htmlFile := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
 	poolCap := fs.Int("pool-cap", 0, "the engine's unit rows per position (default: the engine's, 1000)")
 	maxConns := fs.Int("mysql-max-open-conns", 0, "the engine's connection pool (default: the engine's, 32)")
-	if err := parseArgs(fs, args, replaySynopsis, replaySummary, stdout); err != nil {
+	if err := cli.ParseArgs(fs, args, replaySynopsis, replaySummary, stdout); err != nil {
 		return err
 	}
 	if *file == "" {
-		return &usageError{msg: "replay: --capture FILE is required", command: "tandem replay", synopsis: replaySynopsis}
+		return &cli.UsageError{Msg: "replay: --capture FILE is required", Command: "tandem replay", Synopsis: replaySynopsis}
 	}
 	if *speed <= 0 {
-		return &usageError{msg: "replay: --speed must be above 0", command: "tandem replay", synopsis: replaySynopsis}
+		return &cli.UsageError{Msg: "replay: --speed must be above 0", Command: "tandem replay", Synopsis: replaySynopsis}
 	}
 	f, err := readCapture(*file)
 	if err != nil {

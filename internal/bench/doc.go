@@ -6,6 +6,7 @@
 //
 // Every run works on scratch databases and Redis key prefixes
 // (internal/scratch) and removes them. The HTTP benches run `tandem serve`
-// in-process through a StartFunc that cmd/tandem passes in, so this
-// package holds no wiring of its own; cmd/tandem parses the flags.
+// in-process through a StartFunc that cmd/tandem/internal/benchcmd passes
+// in, so this package holds no wiring of its own; benchcmd parses the
+// flags. The server does not import this package.
 package bench

@@ -50,8 +50,8 @@ type Server interface {
 	Close() error
 }
 
-// StartFunc starts an in-process server; cmd/tandem passes its own, so
-// that the bench holds no wiring of the service.
+// StartFunc starts an in-process server; cmd/tandem/internal/benchcmd
+// passes its own, so that the bench holds no wiring of the service.
 type StartFunc func(ctx context.Context, spec ServeSpec) (Server, error)
 
 // Remote is a running server the HTTP bench drives (--config).
