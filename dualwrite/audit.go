@@ -3,7 +3,6 @@ package dualwrite
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -61,102 +60,6 @@ func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
 		drifted = second.drifted
 	}
 	return &tandem.Audit{Pod: r.Pod, At: r.Now().UTC(), Checked: checked, Clean: len(drifted) == 0, Drifted: drifted}, nil
-}
-
-type auditResult struct {
-	checked int
-	drifted []tandem.Drift
-}
-
-func (r *Router) auditPass(ctx context.Context, mode tandem.Mode, only map[tandem.Key]bool) (auditResult, error) {
-	// The pass's first page asks the pod's throttle too (the stores ask
-	// before each next one, tandem.Pace).
-	if err := tandem.WaitThrottle(ctx); err != nil {
-		return auditResult{}, fmt.Errorf("audit %s: %w", r.Pod, err)
-	}
-	ledger, err := r.Ledger.ListOnHand(ctx)
-	if err != nil {
-		return auditResult{}, fmt.Errorf("audit %s: ledger: %w", r.Pod, err)
-	}
-	keys := make(map[tandem.Key]bool, len(ledger))
-	for k := range ledger {
-		keys[k] = true
-	}
-	var redis, mysql map[tandem.Key]tandem.Counters
-	broken := make(map[tandem.Key]bool)
-	if mode != tandem.ModeMySQLOnly {
-		if redis, err = r.snapshot(ctx, r.Redis, keys, broken); err != nil {
-			return auditResult{}, err
-		}
-	}
-	if mode != tandem.ModeRedis {
-		if mysql, err = r.snapshot(ctx, r.MySQL, keys, broken); err != nil {
-			return auditResult{}, err
-		}
-	}
-	var res auditResult
-	for k := range keys {
-		if only != nil && !only[k] {
-			continue
-		}
-		res.checked++
-		onHand := ledger[k]
-		d := tandem.Drift{ShopID: k.ShopID, ItemID: k.ItemID, GroupID: k.GroupID, LedgerOnHand: onHand}
-		bad := broken[k]
-		var ra, ma int64
-		if redis != nil {
-			c := redis[k]
-			ra = c.Available
-			d.RedisAvailable = &ra
-			bad = bad || c.Available+c.Reserved != onHand || c.Available < 0
-		}
-		if mysql != nil {
-			c := mysql[k]
-			ma = c.Available
-			d.MySQLAvailable = &ma
-			bad = bad || c.OnHand != onHand || c.Available < 0
-		}
-		if redis != nil && mysql != nil && ra != ma {
-			bad = true
-		}
-		if bad {
-			res.drifted = append(res.drifted, d)
-		}
-	}
-	sort.Slice(res.drifted, func(i, j int) bool {
-		a, b := res.drifted[i], res.drifted[j]
-		if a.ShopID != b.ShopID {
-			return a.ShopID < b.ShopID
-		}
-		if a.ItemID != b.ItemID {
-			return a.ItemID < b.ItemID
-		}
-		return a.GroupID < b.GroupID
-	})
-	return res, nil
-}
-
-// snapshot lists a store's counters, adds its positions to keys and marks
-// the positions whose store invariants are broken.
-func (r *Router) snapshot(ctx context.Context, s tandem.ReservationStore, keys, broken map[tandem.Key]bool) (map[tandem.Key]tandem.Counters, error) {
-	list, err := s.ListCounters(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("audit %s: %s counters: %w", r.Pod, s.Name(), err)
-	}
-	m := make(map[tandem.Key]tandem.Counters, len(list))
-	for _, c := range list {
-		m[c.Key] = c
-		keys[c.Key] = true
-	}
-	vs, err := s.CheckInvariants(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("audit %s: %s invariants: %w", r.Pod, s.Name(), err)
-	}
-	for _, v := range vs {
-		broken[v.Key] = true
-		keys[v.Key] = true
-	}
-	return m, nil
 }
 
 // Resync rebuilds the pod's Redis counters and holds from the ledger and the

@@ -241,13 +241,6 @@ func (r *Router) read(ctx context.Context, s tandem.ReservationStore, ck cartKey
 	return res, err
 }
 
-// call runs one store call under ShadowTimeout.
-func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
-	defer cancel()
-	return f(ctx)
-}
-
 // discard forgets a store's copy of a cart, or releases it when the store
 // cannot forget.
 func discard(ctx context.Context, s tandem.ReservationStore, shopID int64, token string) error {

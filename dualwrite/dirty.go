@@ -3,7 +3,6 @@ package dualwrite
 import (
 	"context"
 	"fmt"
-	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -50,24 +49,6 @@ type dirtySet struct {
 
 func newDirtySet() dirtySet {
 	return dirtySet{m: make(map[cartKey]*dirtyEntry), wake: make(chan struct{}, 1)}
-}
-
-// ConvergeObserver is told of every convergence of a cart; the metrics
-// satisfy it. sinceDivergence is zero unless the cart was dirty.
-type ConvergeObserver interface {
-	ObserveConvergence(pod string, result ConvergeResult, sinceDivergence time.Duration)
-}
-
-// ConvergeStats is the state of a router's convergence, for reports.
-type ConvergeStats struct {
-	// Dirty is how many carts wait to be converged.
-	Dirty int `json:"dirty_carts"`
-	// Oldest is when the oldest dirty cart was marked (zero when none).
-	Oldest time.Time `json:"oldest_dirty_since,omitzero"`
-	// Results counts convergences by result since start.
-	Results map[ConvergeResult]int64 `json:"results"`
-	// LastSweep is the last anti-entropy sweep (nil before the first).
-	LastSweep *SweepReport `json:"last_sweep,omitempty"`
 }
 
 // retryDelay is the wait before the first convergence of a dirty cart: a
@@ -160,131 +141,6 @@ func (r *Router) recordDeferred(c *tandem.Comparison, converged bool) {
 func (r *Router) wakeWorker() {
 	select {
 	case r.dirty.wake <- struct{}{}:
-	default:
-	}
-}
-
-// DirtyCarts returns how many carts wait to be converged.
-func (r *Router) DirtyCarts() int {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	return len(r.dirty.m)
-}
-
-// ConvergeStats returns the state of the router's convergence.
-func (r *Router) ConvergeStats() ConvergeStats {
-	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
-	r.dirty.mu.Lock()
-	st.Dirty = len(r.dirty.m)
-	for _, e := range r.dirty.m {
-		if st.Oldest.IsZero() || e.cart.Since.Before(st.Oldest) {
-			st.Oldest = e.cart.Since
-		}
-	}
-	r.dirty.mu.Unlock()
-	r.statsMu.Lock()
-	for k, v := range r.results {
-		st.Results[k] = v
-	}
-	if r.lastSweep != nil {
-		sw := *r.lastSweep
-		st.LastSweep = &sw
-	}
-	r.statsMu.Unlock()
-	return st
-}
-
-// observe counts one convergence. An equal cart that was not dirty is not
-// counted: it is the common case of a matching shadow.
-func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
-	if err != nil && res != ConvergeConflict {
-		res = ConvergeFailed
-	}
-	r.statsMu.Lock()
-	r.results[res]++
-	r.statsMu.Unlock()
-	if r.Observer != nil {
-		r.Observer.ObserveConvergence(r.Pod, res, since)
-	}
-}
-
-// Open starts the router's background convergence: it loads the pod's
-// dirty carts from the DirtyLog, converges dirty carts with backoff, and
-// sweeps the stores for carts and positions that differ every
-// SweepInterval. Close stops it.
-func (r *Router) Open() error {
-	r.defaults()
-	if r.Dirty != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
-		cancel()
-		if err != nil {
-			// The log is in a store that may be down; the sweep finds what
-			// it would have told.
-			r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", r.Pod, "error", err)
-		}
-		r.dirty.mu.Lock()
-		for _, c := range carts {
-			ck := cartKey{c.ShopID, c.CartToken}
-			if r.dirty.m[ck] == nil {
-				r.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
-			}
-		}
-		r.dirty.mu.Unlock()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.closeMux.Lock()
-	defer r.closeMux.Unlock()
-	if r.closed.Load() || r.stopWorker != nil {
-		cancel()
-		return nil
-	}
-	r.stopWorker = cancel
-	r.workerDone = make(chan struct{})
-	go r.work(ctx)
-	r.startLossWatch(ctx)
-	return nil
-}
-
-// work is the convergence worker.
-func (r *Router) work(ctx context.Context) {
-	defer close(r.workerDone)
-	pprof.SetGoroutineLabels(workLabels[workDirty])
-	tick := time.NewTicker(r.ShadowTimeout / 2)
-	defer tick.Stop()
-	nextSweep := time.Now().Add(r.SweepInterval)
-	// Each round of convergence asks the pod's throttle first.
-	rounds := tandem.WithThrottle(ctx, r.Throttle, tandem.JobConverge)
-	for {
-		select {
-		case <-ctx.Done():
-			r.flushDirty(context.Background())
-			return
-		case <-tick.C:
-		case <-r.dirty.wake:
-		case <-r.sweepCh:
-			nextSweep = time.Now()
-		}
-		r.flushDirty(ctx)
-		for tandem.WaitThrottle(rounds) == nil && r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
-			r.flushDirty(ctx)
-		}
-		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
-			pprof.SetGoroutineLabels(workLabels[workSweep])
-			sctx := tandem.WithThrottle(tandem.WithPace(ctx, r.SweepDuty), r.Throttle, tandem.JobSweep)
-			if _, err := r.Sweep(sctx); err != nil && ctx.Err() == nil {
-				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
-			}
-			pprof.SetGoroutineLabels(workLabels[workDirty])
-			nextSweep = time.Now().Add(r.SweepInterval)
-		}
-	}
-}
-
-// sweepSoon asks the worker for a sweep at its next round.
-func (r *Router) sweepSoon() {
-	select {
-	case r.sweepCh <- struct{}{}:
 	default:
 	}
 }
@@ -490,39 +346,6 @@ func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	return err != nil || c != nil && c.Authority == sot && c.Suspect
 }
 
-// catchUp makes the SoT the operation was admitted under hold what the
-// cart's previous SoT left (before a flip or a kill switch), before it
-// answers for the cart. Two things can leave it behind, both known from
-// the cart's own state, so an ordinary cart pays no read:
-//
-//   - the cart has operations of the previous SoT in flight (o.flux: the
-//     fence at the flip ran out): their shadow jobs are what copies their
-//     outcome into this SoT, so the operation waits for them, at most
-//     fenceWait, and is answered 503 when they do not finish by then (the
-//     SoT's view of the cart may be wrong; nothing has changed);
-//   - the cart is dirty here with another authority than this SoT (its
-//     copy failed, timed out or was dropped; the work above may have just
-//     marked it): it is converged from the other store, in the cart's line,
-//     so that this SoT holds the hold the old one granted, shows the cart
-//     ended (tombstone) or claimed as the old one does, and never answers
-//     from a copy the old one refused. A cart that cannot be caught up
-//     stays dirty and its request is answered 503.
-func (r *Router) catchUp(ctx context.Context, o *op) error {
-	if o.ck.token == "" || o.shadow == nil {
-		return nil
-	}
-	if o.flux != nil {
-		if err := r.waitFlux(ctx, o); err != nil {
-			return err
-		}
-	}
-	if err := r.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
-		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
-			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
-	}
-	return nil
-}
-
 // copyStale converges the cart from the other store into sot when it is
 // dirty with the other store as its authority, in the cart's line.
 func (r *Router) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ReservationStore) error {
@@ -549,45 +372,6 @@ func (r *Router) copyStale(ctx context.Context, ck cartKey, sot, other tandem.Re
 	return err
 }
 
-// waitFlux waits, at most fenceWait, until the cart's operations admitted
-// under another SoT than o's have finished (their SoT calls, shadow jobs
-// and convergence). It returns EUNAVAILABLE when they have not.
-func (r *Router) waitFlux(ctx context.Context, o *op) error {
-	select {
-	case <-o.flux:
-		return nil
-	default:
-	}
-	r.fluxWaits.Add(1)
-	t := time.NewTimer(r.fenceWait())
-	defer t.Stop()
-	select {
-	case <-o.flux:
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return tandem.Errorf(tandem.EUNAVAILABLE,
-		"cart %s is still being settled under the previous source of truth after a change to %s; retry", o.ck.token, o.sot.Name())
-}
-
-// Convergence returns the router's convergence state for reports.
-func (r *Router) Convergence() tandem.Convergence {
-	st := r.ConvergeStats()
-	c := tandem.Convergence{DirtyCarts: st.Dirty, Results: map[string]int64{}}
-	if !st.Oldest.IsZero() {
-		c.OldestDirtySince = &st.Oldest
-	}
-	for k, v := range st.Results {
-		c.Results[string(k)] = v
-	}
-	if st.LastSweep != nil {
-		at := st.LastSweep.At
-		c.LastSweepAt, c.LastSweepLeft = &at, st.LastSweep.Left
-	}
-	return c
-}
-
 // unreserved explains a claim or release the shadow answered "never
 // reserved" for a cart the SoT settled: by the reserve of the cart whose
 // shadow work is still unfinished (the cart is dirty, and why), or as a
@@ -606,4 +390,39 @@ func (r *Router) unreserved(ck cartKey, msg string) string {
 	}
 	return fmt.Sprintf("%s; follows this cart's earlier difference (%s, since %s), still being converged",
 		msg, cause, since.Format(time.RFC3339Nano))
+}
+
+// dirtyDueNow makes every dirty cart due at once with its backoff reset:
+// the attempts made into an empty Redis say nothing.
+func (r *Router) dirtyDueNow() {
+	now := time.Now()
+	r.dirty.mu.Lock()
+	for _, e := range r.dirty.m {
+		e.attempts, e.next = 0, now
+	}
+	r.dirty.mu.Unlock()
+	select {
+	case r.dirty.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Router) isDirty(ck cartKey) bool {
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	return r.dirty.m[ck] != nil
+}
+
+// dirtySample describes a few dirty carts and why they are dirty.
+func (r *Router) dirtySample() string {
+	r.dirty.mu.Lock()
+	defer r.dirty.mu.Unlock()
+	out := ""
+	for ck, e := range r.dirty.m {
+		if len(out) > 300 {
+			break
+		}
+		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
+	}
+	return out
 }

@@ -330,21 +330,6 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 	return r.Redis.(WholeMarker).Mark(ctx)
 }
 
-// dirtyDueNow makes every dirty cart due at once with its backoff reset:
-// the attempts made into an empty Redis say nothing.
-func (r *Router) dirtyDueNow() {
-	now := time.Now()
-	r.dirty.mu.Lock()
-	for _, e := range r.dirty.m {
-		e.attempts, e.next = 0, now
-	}
-	r.dirty.mu.Unlock()
-	select {
-	case r.dirty.wake <- struct{}{}:
-	default:
-	}
-}
-
 // recordLoss records the loss as a state_drift of the pod (no cart).
 func (r *Router) recordLoss(mode tandem.Mode, msg string) {
 	if r.Recorder == nil {

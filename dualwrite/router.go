@@ -237,12 +237,42 @@ func (r *Router) defaults() {
 	}
 }
 
-// auditSettle is AuditSettle, 4 x ShadowTimeout when unset.
-func (r *Router) auditSettle() time.Duration {
-	if r.AuditSettle > 0 {
-		return r.AuditSettle
+// Open starts the router's background convergence: it loads the pod's
+// dirty carts from the DirtyLog, converges dirty carts with backoff, and
+// sweeps the stores for carts and positions that differ every
+// SweepInterval. Close stops it.
+func (r *Router) Open() error {
+	r.defaults()
+	if r.Dirty != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
+		cancel()
+		if err != nil {
+			// The log is in a store that may be down; the sweep finds what
+			// it would have told.
+			r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", r.Pod, "error", err)
+		}
+		r.dirty.mu.Lock()
+		for _, c := range carts {
+			ck := cartKey{c.ShopID, c.CartToken}
+			if r.dirty.m[ck] == nil {
+				r.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
+			}
+		}
+		r.dirty.mu.Unlock()
 	}
-	return 4 * r.ShadowTimeout
+	ctx, cancel := context.WithCancel(context.Background())
+	r.closeMux.Lock()
+	defer r.closeMux.Unlock()
+	if r.closed.Load() || r.stopWorker != nil {
+		cancel()
+		return nil
+	}
+	r.stopWorker = cancel
+	r.workerDone = make(chan struct{})
+	go r.work(ctx)
+	r.startLossWatch(ctx)
+	return nil
 }
 
 // Close waits for the shadow operations in flight (new ones are dropped),
@@ -297,6 +327,13 @@ func (r *Router) other(s tandem.ReservationStore) tandem.ReservationStore {
 		return r.MySQL
 	}
 	return r.Redis
+}
+
+// call runs one store call under ShadowTimeout.
+func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 func (r *Router) stamp(res *tandem.Reservation, sot string) *tandem.Reservation {

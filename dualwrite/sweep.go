@@ -219,25 +219,6 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	return rep, nil
 }
 
-// settled returns the carts of carts that have no operation under way on
-// this instance: the ones the sweep converges. A cart whose reserve the SoT answered a
-// moment ago differs until its shadow operation lands, and that operation
-// reconciles it: converging it here too only doubles the work (and on a
-// busy pod, the sweep would converge dozens of such carts at every turn,
-// then list every hold again). A cart in flight on another instance is
-// still converged here.
-func (r *Router) settled(carts []CartDiff) []CartDiff {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []CartDiff
-	for _, c := range carts {
-		if r.carts[cartKey{c.ShopID, c.CartToken}] == nil { // kept while an operation is not finished
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // convergeDiffering converges each differing cart from the SoT, in the
 // cart's line, and says how many it made equal. It leaves alone the carts
 // the worker has and those on positions the SoT lost.
@@ -397,12 +378,6 @@ func touches(c CartDiff, lost map[tandem.Key]bool) bool {
 	return false
 }
 
-func (r *Router) isDirty(ck cartKey) bool {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	return r.dirty.m[ck] != nil
-}
-
 // Converged waits until the pod's stores agree hold by hold and with the
 // ledger, and no cart is dirty, or until ctx ends; it returns the last
 // differences seen. Tests and the soak use it once traffic has stopped.
@@ -449,16 +424,98 @@ func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
 	})
 }
 
-// dirtySample describes a few dirty carts and why they are dirty.
-func (r *Router) dirtySample() string {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	out := ""
-	for ck, e := range r.dirty.m {
-		if len(out) > 300 {
-			break
-		}
-		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
+type auditResult struct {
+	checked int
+	drifted []tandem.Drift
+}
+
+func (r *Router) auditPass(ctx context.Context, mode tandem.Mode, only map[tandem.Key]bool) (auditResult, error) {
+	// The pass's first page asks the pod's throttle too (the stores ask
+	// before each next one, tandem.Pace).
+	if err := tandem.WaitThrottle(ctx); err != nil {
+		return auditResult{}, fmt.Errorf("audit %s: %w", r.Pod, err)
 	}
-	return out
+	ledger, err := r.Ledger.ListOnHand(ctx)
+	if err != nil {
+		return auditResult{}, fmt.Errorf("audit %s: ledger: %w", r.Pod, err)
+	}
+	keys := make(map[tandem.Key]bool, len(ledger))
+	for k := range ledger {
+		keys[k] = true
+	}
+	var redis, mysql map[tandem.Key]tandem.Counters
+	broken := make(map[tandem.Key]bool)
+	if mode != tandem.ModeMySQLOnly {
+		if redis, err = r.snapshot(ctx, r.Redis, keys, broken); err != nil {
+			return auditResult{}, err
+		}
+	}
+	if mode != tandem.ModeRedis {
+		if mysql, err = r.snapshot(ctx, r.MySQL, keys, broken); err != nil {
+			return auditResult{}, err
+		}
+	}
+	var res auditResult
+	for k := range keys {
+		if only != nil && !only[k] {
+			continue
+		}
+		res.checked++
+		onHand := ledger[k]
+		d := tandem.Drift{ShopID: k.ShopID, ItemID: k.ItemID, GroupID: k.GroupID, LedgerOnHand: onHand}
+		bad := broken[k]
+		var ra, ma int64
+		if redis != nil {
+			c := redis[k]
+			ra = c.Available
+			d.RedisAvailable = &ra
+			bad = bad || c.Available+c.Reserved != onHand || c.Available < 0
+		}
+		if mysql != nil {
+			c := mysql[k]
+			ma = c.Available
+			d.MySQLAvailable = &ma
+			bad = bad || c.OnHand != onHand || c.Available < 0
+		}
+		if redis != nil && mysql != nil && ra != ma {
+			bad = true
+		}
+		if bad {
+			res.drifted = append(res.drifted, d)
+		}
+	}
+	sort.Slice(res.drifted, func(i, j int) bool {
+		a, b := res.drifted[i], res.drifted[j]
+		if a.ShopID != b.ShopID {
+			return a.ShopID < b.ShopID
+		}
+		if a.ItemID != b.ItemID {
+			return a.ItemID < b.ItemID
+		}
+		return a.GroupID < b.GroupID
+	})
+	return res, nil
+}
+
+// snapshot lists a store's counters, adds its positions to keys and marks
+// the positions whose store invariants are broken.
+func (r *Router) snapshot(ctx context.Context, s tandem.ReservationStore, keys, broken map[tandem.Key]bool) (map[tandem.Key]tandem.Counters, error) {
+	list, err := s.ListCounters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %s counters: %w", r.Pod, s.Name(), err)
+	}
+	m := make(map[tandem.Key]tandem.Counters, len(list))
+	for _, c := range list {
+		m[c.Key] = c
+		keys[c.Key] = true
+	}
+	vs, err := s.CheckInvariants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %s invariants: %w", r.Pod, s.Name(), err)
+	}
+	for _, v := range vs {
+		broken[v.Key] = true
+		keys[v.Key] = true
+	}
+	return m, nil
 }
