@@ -299,7 +299,7 @@ func (o *op) unref() {
 	}
 	r := o.r
 	if o.granting {
-		r.endGrant(o)
+		r.repair.endGrant(o.ck, o.sot.Name(), o.granted)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -370,7 +370,7 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 			return err
 		}
 	}
-	if err := r.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
+	if err := r.repair.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
 		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
 			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
 	}

@@ -22,7 +22,7 @@ func (r *Router) Audit(ctx context.Context) (*tandem.Audit, error) {
 	if err != nil || a.Clean || r.store(r.Mode().Shadow()) == nil {
 		return a, err
 	}
-	rep, err := r.Sweep(ctx)
+	rep, err := r.repair.sweep(ctx)
 	if err != nil {
 		return a, nil
 	}
@@ -37,7 +37,7 @@ func (r *Router) Audit(ctx context.Context) (*tandem.Audit, error) {
 
 func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
 	mode := r.Mode()
-	first, err := r.auditPass(ctx, mode, nil)
+	first, err := r.repair.auditPass(ctx, mode, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (r *Router) audit(ctx context.Context) (*tandem.Audit, error) {
 		for _, d := range drifted {
 			suspects[tandem.Key{ShopID: d.ShopID, ItemID: d.ItemID, GroupID: d.GroupID}] = true
 		}
-		second, err := r.auditPass(ctx, mode, suspects)
+		second, err := r.repair.auditPass(ctx, mode, suspects)
 		if err != nil {
 			return nil, err
 		}

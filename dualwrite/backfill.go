@@ -104,8 +104,8 @@ func (r *Router) backfillWorkers() int {
 
 // BackfillProgress returns the running or last backfill, nil when none ran.
 func (r *Router) BackfillProgress() *BackfillProgress {
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
+	r.progressMu.Lock()
+	defer r.progressMu.Unlock()
 	if r.backfill == nil {
 		return nil
 	}
@@ -117,8 +117,8 @@ func (r *Router) BackfillProgress() *BackfillProgress {
 }
 
 func (r *Router) setBackfill(f func(p *BackfillProgress)) {
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
+	r.progressMu.Lock()
+	defer r.progressMu.Unlock()
 	f(r.backfill)
 }
 
@@ -142,10 +142,10 @@ func (r *Router) BackfillFrom(ctx context.Context, from tandem.BackfillCheckpoin
 	r.backfillMu.Lock()
 	defer r.backfillMu.Unlock()
 	ctx = tandem.WithThrottle(ctx, r.Throttle, tandem.JobBackfill)
-	r.statsMu.Lock()
+	r.progressMu.Lock()
 	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC(), Checkpoint: from.Shop,
 		Resumed: from.Copied, Copied: from.Copied}
-	r.statsMu.Unlock()
+	r.progressMu.Unlock()
 	n, err := r.backfillRun(ctx, from, save)
 	if err != nil {
 		r.followUntil.Store(0)
@@ -207,7 +207,7 @@ func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint
 	// converged hold by hold.
 	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
 	for pass := 0; pass < 3; pass++ {
-		rep, err := r.Sweep(ctx)
+		rep, err := r.repair.sweep(ctx)
 		if err != nil {
 			return copied, fmt.Errorf("backfill: catch up: %w", err)
 		}

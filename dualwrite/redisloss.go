@@ -262,7 +262,7 @@ func (r *Router) rebuildRedis(ctx context.Context, lost int) {
 	if o, ok := r.Observer.(RebuildObserver); ok {
 		o.ObserveRedisRebuild(r.Pod, rep.Holds, rep.Positions, time.Since(start), err)
 	}
-	r.dirtyDueNow()
+	r.repair.dirtyDueNow()
 }
 
 func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
@@ -319,7 +319,7 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 	// MySQL after the list was read, one taken before its batch) is
 	// converged hold by hold.
 	for range 3 {
-		sr, err := r.Sweep(ctx)
+		sr, err := r.repair.sweep(ctx)
 		if err != nil {
 			return fmt.Errorf("rebuild redis: catch up: %w", err)
 		}

@@ -3,13 +3,72 @@ package dualwrite
 import (
 	"context"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/tandemhq/tandem"
 )
 
-// The convergence worker: its loop over the dirty carts and the periodic
-// sweep, and the stats of both.
+// repairer is a pod's repair of its shadow, behind the request path: the
+// dirty carts and the worker that converges them with backoff (dirty.go),
+// the convergence of a cart (converge.go), the periodic sweep (sweep.go),
+// and their stats. One per Router, which points at it.
+//
+// The request path hands it what it cannot finish (markDirty, markRefused,
+// convergeCart, observe, sweepSoon), asks it about a cart (suspect,
+// unreserved, copyStale for a catch-up, endGrant), and starts and stops its
+// worker. It uses of the Router the configuration, the stores, the cart's
+// line (enqueue) and the shadow slots (takeSlot), so that its work never
+// races a cart's own shadow work nor exceeds MaxInflight.
+type repairer struct {
+	r *Router
+
+	dirty   dirtySet
+	sweepCh chan struct{}
+	sweepMu sync.Mutex // one sweep at a time
+	// statsMu guards results and lastSweep.
+	statsMu   sync.Mutex
+	results   map[ConvergeResult]int64
+	lastSweep *SweepReport
+	// done is closed when the worker has stopped (set by start).
+	done chan struct{}
+}
+
+func newRepairer(r *Router) *repairer {
+	return &repairer{
+		r:       r,
+		dirty:   newDirtySet(),
+		sweepCh: make(chan struct{}, 1),
+		results: make(map[ConvergeResult]int64),
+	}
+}
+
+// DirtyCarts returns how many carts wait to be converged.
+func (r *Router) DirtyCarts() int { return r.repair.dirtyCarts() }
+
+// ConvergeStats returns the state of the router's convergence.
+func (r *Router) ConvergeStats() ConvergeStats { return r.repair.stats() }
+
+// Convergence returns the router's convergence state for reports.
+func (r *Router) Convergence() tandem.Convergence { return r.repair.convergence() }
+
+// Sweep compares the stores and converges what differs: each cart from the
+// SoT (in the cart's line, so never across its own shadow work), then each
+// position of the shadow that still disagrees with the ledger, when no
+// shadow work is in flight on this instance.
+func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) { return r.repair.sweep(ctx) }
+
+// Diff compares the stores the pod's mode maintains: every active hold of
+// the SoT must be in the shadow with the same lines and groups and no
+// other hold may be (invariant 5), and every position must agree with the
+// ledger in each store and between the stores. It reads a snapshot of
+// each store one after the other: with traffic, holds in flight show.
+func (r *Router) Diff(ctx context.Context) (*Diff, error) { return r.repair.diff(ctx, r.Mode()) }
+
+// Converged waits until the pod's stores agree hold by hold and with the
+// ledger, and no cart is dirty, or until ctx ends; it returns the last
+// differences seen. Tests and the soak use it once traffic has stopped.
+func (r *Router) Converged(ctx context.Context) (*Diff, error) { return r.repair.converged(ctx) }
 
 // ConvergeObserver is told of every convergence of a cart; the metrics
 // satisfy it. sinceDivergence is zero unless the cart was dirty.
@@ -29,96 +88,102 @@ type ConvergeStats struct {
 	LastSweep *SweepReport `json:"last_sweep,omitempty"`
 }
 
-// DirtyCarts returns how many carts wait to be converged.
-func (r *Router) DirtyCarts() int {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	return len(r.dirty.m)
+// dirtyCarts is Router.DirtyCarts.
+func (rp *repairer) dirtyCarts() int {
+	rp.dirty.mu.Lock()
+	defer rp.dirty.mu.Unlock()
+	return len(rp.dirty.m)
 }
 
-// ConvergeStats returns the state of the router's convergence.
-func (r *Router) ConvergeStats() ConvergeStats {
+// stats is Router.ConvergeStats.
+func (rp *repairer) stats() ConvergeStats {
 	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
-	r.dirty.mu.Lock()
-	st.Dirty = len(r.dirty.m)
-	for _, e := range r.dirty.m {
+	rp.dirty.mu.Lock()
+	st.Dirty = len(rp.dirty.m)
+	for _, e := range rp.dirty.m {
 		if st.Oldest.IsZero() || e.cart.Since.Before(st.Oldest) {
 			st.Oldest = e.cart.Since
 		}
 	}
-	r.dirty.mu.Unlock()
-	r.statsMu.Lock()
-	for k, v := range r.results {
+	rp.dirty.mu.Unlock()
+	rp.statsMu.Lock()
+	for k, v := range rp.results {
 		st.Results[k] = v
 	}
-	if r.lastSweep != nil {
-		sw := *r.lastSweep
+	if rp.lastSweep != nil {
+		sw := *rp.lastSweep
 		st.LastSweep = &sw
 	}
-	r.statsMu.Unlock()
+	rp.statsMu.Unlock()
 	return st
 }
 
 // observe counts one convergence. An equal cart that was not dirty is not
 // counted: it is the common case of a matching shadow.
-func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
+func (rp *repairer) observe(res ConvergeResult, err error, since time.Duration) {
 	if err != nil && res != ConvergeConflict {
 		res = ConvergeFailed
 	}
-	r.statsMu.Lock()
-	r.results[res]++
-	r.statsMu.Unlock()
-	if r.Observer != nil {
-		r.Observer.ObserveConvergence(r.Pod, res, since)
+	rp.statsMu.Lock()
+	rp.results[res]++
+	rp.statsMu.Unlock()
+	if rp.r.Observer != nil {
+		rp.r.Observer.ObserveConvergence(rp.r.Pod, res, since)
 	}
 }
 
+// start starts the worker; it stops with ctx, and done is closed then.
+func (rp *repairer) start(ctx context.Context) {
+	rp.done = make(chan struct{})
+	go rp.work(ctx)
+}
+
 // work is the convergence worker.
-func (r *Router) work(ctx context.Context) {
-	defer close(r.workerDone)
+func (rp *repairer) work(ctx context.Context) {
+	defer close(rp.done)
 	pprof.SetGoroutineLabels(workLabels[workDirty])
-	tick := time.NewTicker(r.ShadowTimeout / 2)
+	tick := time.NewTicker(rp.r.ShadowTimeout / 2)
 	defer tick.Stop()
-	nextSweep := time.Now().Add(r.SweepInterval)
+	nextSweep := time.Now().Add(rp.r.SweepInterval)
 	// Each round of convergence asks the pod's throttle first.
-	rounds := tandem.WithThrottle(ctx, r.Throttle, tandem.JobConverge)
+	rounds := tandem.WithThrottle(ctx, rp.r.Throttle, tandem.JobConverge)
 	for {
 		select {
 		case <-ctx.Done():
-			r.flushDirty(context.Background())
+			rp.flushDirty(context.Background())
 			return
 		case <-tick.C:
-		case <-r.dirty.wake:
-		case <-r.sweepCh:
+		case <-rp.dirty.wake:
+		case <-rp.sweepCh:
 			nextSweep = time.Now()
 		}
-		r.flushDirty(ctx)
-		for tandem.WaitThrottle(rounds) == nil && r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
-			r.flushDirty(ctx)
+		rp.flushDirty(ctx)
+		for tandem.WaitThrottle(rounds) == nil && rp.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
+			rp.flushDirty(ctx)
 		}
-		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
+		if !time.Now().Before(nextSweep) && !rp.r.copying.Load() && !rp.r.loss.rebuilding.Load() {
 			pprof.SetGoroutineLabels(workLabels[workSweep])
-			sctx := tandem.WithThrottle(tandem.WithPace(ctx, r.SweepDuty), r.Throttle, tandem.JobSweep)
-			if _, err := r.Sweep(sctx); err != nil && ctx.Err() == nil {
-				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
+			sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
+			if _, err := rp.sweep(sctx); err != nil && ctx.Err() == nil {
+				rp.r.Logger.Warnw("sweep failed", "pod", rp.r.Pod, "error", err)
 			}
 			pprof.SetGoroutineLabels(workLabels[workDirty])
-			nextSweep = time.Now().Add(r.SweepInterval)
+			nextSweep = time.Now().Add(rp.r.SweepInterval)
 		}
 	}
 }
 
 // sweepSoon asks the worker for a sweep at its next round.
-func (r *Router) sweepSoon() {
+func (rp *repairer) sweepSoon() {
 	select {
-	case r.sweepCh <- struct{}{}:
+	case rp.sweepCh <- struct{}{}:
 	default:
 	}
 }
 
-// Convergence returns the router's convergence state for reports.
-func (r *Router) Convergence() tandem.Convergence {
-	st := r.ConvergeStats()
+// convergence is Router.Convergence.
+func (rp *repairer) convergence() tandem.Convergence {
+	st := rp.stats()
 	c := tandem.Convergence{DirtyCarts: st.Dirty, Results: map[string]int64{}}
 	if !st.Oldest.IsZero() {
 		c.OldestDirtySince = &st.Oldest

@@ -140,19 +140,20 @@ type Router struct {
 	closed      atomic.Bool
 	closeMux    sync.Mutex
 
-	dirty      dirtySet
-	sweepCh    chan struct{}
-	sweepMu    sync.Mutex // one sweep at a time
-	statsMu    sync.Mutex
-	results    map[ConvergeResult]int64
-	lastSweep  *SweepReport
-	stopWorker context.CancelFunc
-	workerDone chan struct{}
+	// stop ends the background work Open started (nil before, and after
+	// Close); guarded by closeMux.
+	stop context.CancelFunc
+	// repair keeps the shadow equal to the SoT behind the request path: the
+	// dirty carts, their worker, the sweep (repair.go).
+	repair *repairer
+
 	backfillMu sync.Mutex // one backfill at a time
 	// copying is set while a backfill copies: the periodic sweep waits for
 	// the copy's own catch-up (it would converge every hold not copied yet).
-	copying  atomic.Bool
-	backfill *BackfillProgress
+	copying atomic.Bool
+	// progressMu guards backfill.
+	progressMu sync.Mutex
+	backfill   *BackfillProgress
 	// paused holds, per shop a backfill is rewriting, the channel closed
 	// when it is done (guarded by mu).
 	paused map[int64]chan struct{}
@@ -191,7 +192,7 @@ type cartKey struct {
 // recorder, ledger or dirty log, the wall clock and no logger. Set the
 // exported fields before Open and before the first request.
 func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
-	return &Router{
+	r := &Router{
 		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
 		ShadowTimeout:  DefaultShadowTimeout,
 		MaxInflight:    DefaultMaxInflight,
@@ -203,10 +204,9 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.Reservation
 		Logger:         nopLogger{},
 		carts:          make(map[cartKey]*cartOrder),
 		shadowCarts:    make(map[cartKey]chan struct{}),
-		dirty:          newDirtySet(),
-		sweepCh:        make(chan struct{}, 1),
-		results:        make(map[ConvergeResult]int64),
 	}
+	r.repair = newRepairer(r)
+	return r
 }
 
 // defaults puts back the default of every configuration field set to zero.
@@ -243,34 +243,16 @@ func (r *Router) defaults() {
 // SweepInterval. Close stops it.
 func (r *Router) Open() error {
 	r.defaults()
-	if r.Dirty != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
-		cancel()
-		if err != nil {
-			// The log is in a store that may be down; the sweep finds what
-			// it would have told.
-			r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", r.Pod, "error", err)
-		}
-		r.dirty.mu.Lock()
-		for _, c := range carts {
-			ck := cartKey{c.ShopID, c.CartToken}
-			if r.dirty.m[ck] == nil {
-				r.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
-			}
-		}
-		r.dirty.mu.Unlock()
-	}
+	r.repair.loadDirty()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.closeMux.Lock()
 	defer r.closeMux.Unlock()
-	if r.closed.Load() || r.stopWorker != nil {
+	if r.closed.Load() || r.stop != nil {
 		cancel()
 		return nil
 	}
-	r.stopWorker = cancel
-	r.workerDone = make(chan struct{})
-	go r.work(ctx)
+	r.stop = cancel
+	r.repair.start(ctx)
 	r.startLossWatch(ctx)
 	return nil
 }
@@ -281,8 +263,8 @@ func (r *Router) Open() error {
 func (r *Router) Close() error {
 	r.closeMux.Lock()
 	r.closed.Store(true)
-	stop, done := r.stopWorker, r.workerDone
-	r.stopWorker = nil
+	stop, done := r.stop, r.repair.done
+	r.stop = nil
 	r.closeMux.Unlock()
 	r.wg.Wait()
 	if stop != nil {
@@ -433,7 +415,7 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 		}
 		return r.stamp(res, sot.Name()), err
 	}
-	if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
+	if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
 		if honoured(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 			return r.stamp(ores, o.Name()), oerr
@@ -482,7 +464,7 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	sot := o.sot
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
-		if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
+		if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get)
 			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
@@ -535,7 +517,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 			if tandem.ErrorCode(serr) != tandem.ECONFLICT {
 				// The count may or may not have reached the shadow: the
 				// sweep recounts the position from the ledger at rest.
-				r.sweepSoon()
+				r.repair.sweepSoon()
 			}
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
@@ -577,10 +559,13 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 // extend it). Tests and the soak use it to reach a state at rest; unlike
 // Close it may run concurrently with new requests.
 func (r *Router) Wait() {
-	for r.pending.Load() > 0 {
+	for !r.shadowIdle() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// shadowIdle reports whether no shadow job is in flight.
+func (r *Router) shadowIdle() bool { return r.pending.Load() == 0 }
 
 // positionLock returns the lock of key's stripe (see Router.positions).
 func (r *Router) positionLock(k tandem.Key) *sync.Mutex {
