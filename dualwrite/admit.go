@@ -334,11 +334,7 @@ func (r *Router) dropOrder(ck cartKey, c *cartOrder) {
 // or BackfillFollow after its end, ends it.
 func (r *Router) routeMode() tandem.Mode {
 	m := r.Mode()
-	if m != tandem.ModeRedis {
-		r.followUntil.Store(0)
-		return m
-	}
-	if until := r.followUntil.Load(); until != 0 && r.Now().UnixNano() < until {
+	if r.migrate.following(m) {
 		return tandem.ModeShadow
 	}
 	return m

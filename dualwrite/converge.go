@@ -38,7 +38,7 @@ const (
 // refused says the authority has just refused this cart's reserve: its
 // silence about the cart is then an answer, not a possible loss of data.
 func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, refused bool) (ConvergeResult, error) {
-	rp.r.waitShop(ctx, ck.shop)
+	rp.r.migrate.waitShop(ctx, ck.shop)
 	want, err := rp.read(ctx, from, ck)
 	if err != nil {
 		return ConvergeFailed, err

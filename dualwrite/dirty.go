@@ -226,7 +226,7 @@ func (rp *repairer) flushDirty(ctx context.Context) {
 // convergeDue converges the dirty carts whose time has come, at most
 // convergeBatch, and says how many it tried.
 func (rp *repairer) convergeDue(ctx context.Context) int {
-	if rp.r.loss.rebuilding.Load() {
+	if rp.r.migrate.rebuilding() {
 		return 0 // into a Redis being rebuilt: dirtyDueNow after it
 	}
 	now := time.Now()

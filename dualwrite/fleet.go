@@ -112,7 +112,7 @@ func (f *Fleet) Resync(ctx context.Context, pod string) (int, error) {
 	}
 	n, err := r.Resync(ctx)
 	if err == nil {
-		r.redisWhole(ctx)
+		r.migrate.redisWhole(ctx)
 	}
 	return n, err
 }

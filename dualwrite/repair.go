@@ -161,7 +161,7 @@ func (rp *repairer) work(ctx context.Context) {
 		for tandem.WaitThrottle(rounds) == nil && rp.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
 			rp.flushDirty(ctx)
 		}
-		if !time.Now().Before(nextSweep) && !rp.r.copying.Load() && !rp.r.loss.rebuilding.Load() {
+		if !time.Now().Before(nextSweep) && !rp.r.migrate.copying() && !rp.r.migrate.rebuilding() {
 			pprof.SetGoroutineLabels(workLabels[workSweep])
 			sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
 			if _, err := rp.sweep(sctx); err != nil && ctx.Err() == nil {

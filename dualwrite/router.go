@@ -122,6 +122,9 @@ type Router struct {
 	// SoT call of its latest admitted operation (the order of the SoT's
 	// operations) and its operations open per SoT (admit).
 	carts map[cartKey]*cartOrder
+	// grants are the holds each SoT granted that the other store may not
+	// hold yet (grants.go).
+	grants grantBook
 	// positions serialises, per stripe of positions, a stock count with
 	// the sweep's recount: a recount reads the ledger and then sets Redis,
 	// and a stock count landing between the two would be overwritten.
@@ -134,37 +137,18 @@ type Router struct {
 	shadowCarts map[cartKey]chan struct{}
 	fenced      atomic.Int64 // fences that ran out of time
 	fluxWaits   atomic.Int64 // operations that waited for their cart's work of another SoT
-	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
-	// redis after a Backfill; 0 when not.
-	followUntil atomic.Int64
 	closed      atomic.Bool
 	closeMux    sync.Mutex
-
-	// stop ends the background work Open started (nil before, and after
+	// stop ends the background work Open started (nil before it and after
 	// Close); guarded by closeMux.
 	stop context.CancelFunc
+
 	// repair keeps the shadow equal to the SoT behind the request path: the
 	// dirty carts, their worker, the sweep (repair.go).
 	repair *repairer
-
-	backfillMu sync.Mutex // one backfill at a time
-	// copying is set while a backfill copies: the periodic sweep waits for
-	// the copy's own catch-up (it would converge every hold not copied yet).
-	copying atomic.Bool
-	// progressMu guards backfill.
-	progressMu sync.Mutex
-	backfill   *BackfillProgress
-	// paused holds, per shop a backfill is rewriting, the channel closed
-	// when it is done (guarded by mu).
-	paused map[int64]chan struct{}
-	// pausing counts the pauses in force, so that shadow work outside a
-	// backfill never takes mu to look at paused.
-	pausing atomic.Int64
-	// loss watches the pod's Redis for a data loss (redisloss.go).
-	loss redisLoss
-	// grants are the holds each SoT granted that the other store may not
-	// hold yet (grants.go).
-	grants grantBook
+	// migrate moves holds between the stores in bulk: backfill, audit,
+	// resync, the rebuild of a Redis that lost its data (migrate.go).
+	migrate *migrator
 }
 
 // BuyerObserver records buyers' reserve latencies; throttle's Throttle
@@ -206,6 +190,7 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.Reservation
 		shadowCarts:    make(map[cartKey]chan struct{}),
 	}
 	r.repair = newRepairer(r)
+	r.migrate = newMigrator(r)
 	return r
 }
 
@@ -253,7 +238,7 @@ func (r *Router) Open() error {
 	}
 	r.stop = cancel
 	r.repair.start(ctx)
-	r.startLossWatch(ctx)
+	r.migrate.startLossWatch(ctx)
 	return nil
 }
 
@@ -270,7 +255,7 @@ func (r *Router) Close() error {
 	if stop != nil {
 		stop()
 		<-done
-		r.loss.wg.Wait()
+		r.migrate.waitLossWatch()
 	}
 	return nil
 }
@@ -284,7 +269,7 @@ func (r *Router) Mode() tandem.Mode {
 	if r.Modes != nil {
 		m = r.Modes.Mode(r.Pod)
 	}
-	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.loss.rebuilding.Load())
+	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.migrate.rebuilding())
 }
 
 func (r *Router) store(name string) tandem.ReservationStore {

@@ -248,7 +248,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if j.prev != nil {
 		<-j.prev
 	}
-	r.waitShop(base, o.ck.shop)
+	r.migrate.waitShop(base, o.ck.shop)
 	if p.Status == tandem.ENOTFOUND && r.repair.suspect(base, o.ck, o.sot.Name()) {
 		// The shadow's copy may be a hold the SoT refused, still to be
 		// discarded: it is converged, never claimed or released for the

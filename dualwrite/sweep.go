@@ -183,7 +183,7 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	}
 	// The carts in flight still differ: they keep the positions they
 	// touch from the audit and the recount below, and count as left.
-	if len(d.Carts) == 0 && !rp.r.copying.Load() {
+	if len(d.Carts) == 0 && !rp.r.migrate.copying() {
 		// The carts agree: the positions must agree with the ledger too.
 		res, err := rp.auditPass(ctx, mode, nil)
 		if err != nil {
@@ -195,7 +195,7 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	// differing cart touches disagrees with the ledger is recounted, shadow
 	// or SoT (the legacy stock count and claim each span two systems and
 	// can leave it off), when no shadow work is in flight here.
-	if rp.r.shadowIdle() && !rp.r.copying.Load() {
+	if rp.r.shadowIdle() && !rp.r.migrate.copying() {
 		if d, err = rp.recount(ctx, mode, sot, shadow, d, rep); err != nil {
 			return nil, err
 		}
