@@ -49,80 +49,93 @@ func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tande
 	}
 	switch {
 	case want != nil && (want.Status == tandem.StatusReleased || want.Status == tandem.StatusExpired):
-		// Released or expired: the other store holds nothing for the cart,
-		// and knows it as ended too (a tombstone where it never saw it), so
-		// that it never reserves the token again once it answers the buyer.
-		if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
-			return ConvergeEqual, nil
-		}
-		if have != nil && have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
-		}
-		e, ok := to.(tandem.Ender)
-		if !ok {
-			if have == nil {
-				return ConvergeEqual, nil
-			}
-			return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
-				return discard(ctx, to, ck.shop, ck.token)
-			})
-		}
-		err := rp.r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
-		if tandem.ErrorCode(err) == tandem.ECONFLICT {
-			return ConvergeConflict, err // claimed there meanwhile
-		}
-		return ConvergeRepaired, err
-
+		return rp.convergeEnded(ctx, ck, from, to, want, have)
 	case want == nil:
-		// Refused, discarded or never reserved: the other store holds
-		// nothing for the cart, and forgets a copy it has (a later flip must
-		// never show it to the buyer).
-		if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
-			return ConvergeEqual, nil
-		}
-		if have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
-		}
-		if !refused {
-			if err := rp.knows(ctx, from, ck.shop, have.Lines); err != nil {
-				return ConvergeFailed, err
-			}
-		}
-		return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
-			return discard(ctx, to, ck.shop, ck.token)
-		})
-
+		return rp.convergeAbsent(ctx, ck, from, to, have, refused)
 	case want.Status == tandem.StatusReserved:
-		if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
-			return ConvergeEqual, nil
-		}
-		if have != nil && have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
-		}
-		if have != nil {
-			if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
-				return ConvergeFailed, err
-			}
-		}
-		if err := rp.placeRetrying(ctx, to, *want); err != nil {
-			if tandem.ErrorCode(err) == tandem.ECONFLICT && rp.claimed(ctx, ck) {
-				// The authority is between the two steps of a claim (the
-				// ledger has it, its own hold not yet settled): the cart is
-				// sold, so the other store settles the claim instead.
-				sold := *want
-				sold.Status = tandem.StatusClaimed
-				return rp.settleSold(ctx, ck, to, &sold)
-			}
-			return ConvergeFailed, err
-		}
-		return ConvergeRepaired, nil
-
+		return rp.convergeHeld(ctx, ck, from, to, want, have)
 	default: // claimed
 		if have != nil && have.Status == tandem.StatusClaimed {
 			return ConvergeEqual, nil
 		}
 		return rp.settleSold(ctx, ck, to, want, have)
 	}
+}
+
+// convergeEnded converges a cart from released or expired: to holds
+// nothing for it, and knows it as ended too (a tombstone where it never
+// saw it), so that it never reserves the token again once it answers the
+// buyer.
+func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+	if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
+		return ConvergeEqual, nil
+	}
+	if have != nil && have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+	}
+	e, ok := to.(tandem.Ender)
+	if !ok {
+		if have == nil {
+			return ConvergeEqual, nil
+		}
+		return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
+			return discard(ctx, to, ck.shop, ck.token)
+		})
+	}
+	err := rp.r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
+	if tandem.ErrorCode(err) == tandem.ECONFLICT {
+		return ConvergeConflict, err // claimed there meanwhile
+	}
+	return ConvergeRepaired, err
+}
+
+// convergeAbsent converges a cart from never holds (refused, discarded or
+// never reserved): to holds nothing for it, and forgets a copy it has (a
+// later flip must never show it to the buyer), once from is known not to
+// have lost it (knows) unless from has just refused it.
+func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, have *tandem.Reservation, refused bool) (ConvergeResult, error) {
+	if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
+		return ConvergeEqual, nil
+	}
+	if have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+	}
+	if !refused {
+		if err := rp.knows(ctx, from, ck.shop, have.Lines); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
+		return discard(ctx, to, ck.shop, ck.token)
+	})
+}
+
+// convergeHeld converges a cart from holds: to holds the same hold in the
+// same groups, or, when the ledger has the cart claimed, the claim.
+func (rp *repairer) convergeHeld(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
+		return ConvergeEqual, nil
+	}
+	if have != nil && have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
+	}
+	if have != nil {
+		if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	if err := rp.placeRetrying(ctx, to, *want); err != nil {
+		if tandem.ErrorCode(err) == tandem.ECONFLICT && rp.claimed(ctx, ck) {
+			// The authority is between the two steps of a claim (the
+			// ledger has it, its own hold not yet settled): the cart is
+			// sold, so the other store settles the claim instead.
+			sold := *want
+			sold.Status = tandem.StatusClaimed
+			return rp.settleSold(ctx, ck, to, &sold)
+		}
+		return ConvergeFailed, err
+	}
+	return ConvergeRepaired, nil
 }
 
 // claimed reports whether the ledger records the cart as claimed.
