@@ -9,6 +9,12 @@
 // pod (beyond that the shadow is skipped and recorded as shadow_dropped),
 // and the shadow operations of one cart run in order, so a claim never
 // overtakes the reserve it settles.
+//
+// The work is split by job: Router is the request path (admission, the
+// SoT call, the hand-off to the shadow); its repairer converges what the
+// shadow missed (the dirty carts, their worker, the sweep); its migrator
+// moves holds between the stores in bulk (backfill, audit, resync, the
+// rebuild of a Redis that lost its data).
 package dualwrite
 
 import (
