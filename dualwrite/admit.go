@@ -2,6 +2,7 @@ package dualwrite
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -298,7 +299,7 @@ func (o *op) unref() {
 	}
 	r := o.r
 	if o.granting {
-		r.endGrant(o)
+		r.repair.endGrant(o.ck, o.sot.Name(), o.granted)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -333,12 +334,82 @@ func (r *Router) dropOrder(ck cartKey, c *cartOrder) {
 // or BackfillFollow after its end, ends it.
 func (r *Router) routeMode() tandem.Mode {
 	m := r.Mode()
-	if m != tandem.ModeRedis {
-		r.followUntil.Store(0)
-		return m
-	}
-	if until := r.followUntil.Load(); until != 0 && r.Now().UnixNano() < until {
+	if r.migrate.following(m) {
 		return tandem.ModeShadow
 	}
 	return m
+}
+
+// catchUp makes the SoT the operation was admitted under hold what the
+// cart's previous SoT left (before a flip or a kill switch), before it
+// answers for the cart. Two things can leave it behind, both known from
+// the cart's own state, so an ordinary cart pays no read:
+//
+//   - the cart has operations of the previous SoT in flight (o.flux: the
+//     fence at the flip ran out): their shadow jobs are what copies their
+//     outcome into this SoT, so the operation waits for them, at most
+//     fenceWait, and is answered 503 when they do not finish by then (the
+//     SoT's view of the cart may be wrong; nothing has changed);
+//   - the cart is dirty here with another authority than this SoT (its
+//     copy failed, timed out or was dropped; the work above may have just
+//     marked it): it is converged from the other store, in the cart's line,
+//     so that this SoT holds the hold the old one granted, shows the cart
+//     ended (tombstone) or claimed as the old one does, and never answers
+//     from a copy the old one refused. A cart that cannot be caught up
+//     stays dirty and its request is answered 503.
+func (r *Router) catchUp(ctx context.Context, o *op) error {
+	if o.ck.token == "" || o.shadow == nil {
+		return nil
+	}
+	if o.flux != nil {
+		if err := r.waitFlux(ctx, o); err != nil {
+			return err
+		}
+	}
+	if err := r.repair.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
+		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
+			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
+	}
+	return nil
+}
+
+// waitFlux waits, at most fenceWait, until the cart's operations admitted
+// under another SoT than o's have finished (their SoT calls, shadow jobs
+// and convergence). It returns EUNAVAILABLE when they have not.
+func (r *Router) waitFlux(ctx context.Context, o *op) error {
+	select {
+	case <-o.flux:
+		return nil
+	default:
+	}
+	r.fluxWaits.Add(1)
+	t := time.NewTimer(r.fenceWait())
+	defer t.Stop()
+	select {
+	case <-o.flux:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return tandem.Errorf(tandem.EUNAVAILABLE,
+		"cart %s is still being settled under the previous source of truth after a change to %s; retry", o.ck.token, o.sot.Name())
+}
+
+// settled returns the carts of carts that have no operation under way on
+// this instance: the ones the sweep converges. A cart whose reserve the SoT answered a
+// moment ago differs until its shadow operation lands, and that operation
+// reconciles it: converging it here too only doubles the work (and on a
+// busy pod, the sweep would converge dozens of such carts at every turn,
+// then list every hold again). A cart in flight on another instance is
+// still converged here.
+func (r *Router) settled(carts []CartDiff) []CartDiff {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []CartDiff
+	for _, c := range carts {
+		if r.carts[cartKey{c.ShopID, c.CartToken}] == nil { // kept while an operation is not finished
+			out = append(out, c)
+		}
+	}
+	return out
 }

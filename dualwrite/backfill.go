@@ -88,102 +88,87 @@ const (
 	DefaultBackfillWorkers = 3
 )
 
-func (r *Router) backfillBatch() int {
-	if r.BackfillBatch > 0 {
-		return r.BackfillBatch
+func (mg *migrator) backfillBatch() int {
+	if mg.r.BackfillBatch > 0 {
+		return mg.r.BackfillBatch
 	}
 	return DefaultBackfillBatch
 }
 
-func (r *Router) backfillWorkers() int {
-	if r.BackfillWorkers > 0 {
-		return r.BackfillWorkers
+func (mg *migrator) backfillWorkers() int {
+	if mg.r.BackfillWorkers > 0 {
+		return mg.r.BackfillWorkers
 	}
 	return DefaultBackfillWorkers
 }
 
-// BackfillProgress returns the running or last backfill, nil when none ran.
-func (r *Router) BackfillProgress() *BackfillProgress {
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
-	if r.backfill == nil {
+// progress is Router.BackfillProgress.
+func (mg *migrator) progress() *BackfillProgress {
+	mg.progressMu.Lock()
+	defer mg.progressMu.Unlock()
+	if mg.backfill == nil {
 		return nil
 	}
-	p := *r.backfill
+	p := *mg.backfill
 	if p.Phase == "copy" {
-		p.rate(r.Now())
+		p.rate(mg.r.Now())
 	}
 	return &p
 }
 
-func (r *Router) setBackfill(f func(p *BackfillProgress)) {
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
-	f(r.backfill)
+func (mg *migrator) setBackfill(f func(p *BackfillProgress)) {
+	mg.progressMu.Lock()
+	defer mg.progressMu.Unlock()
+	f(mg.backfill)
 }
 
-// Backfill copies the pod's active Redis holds into MySQL online, so that
-// MySQL can shadow Redis from the first request. Rollout runs it before a
-// pod enters shadow; ctx cancels it. From its start until the pod is seen
-// in shadow (at most BackfillFollow after its end, or at once when it
-// fails) this instance writes MySQL as the pod's shadow. It returns how
-// many holds it copied.
-func (r *Router) Backfill(ctx context.Context) (int, error) {
-	return r.BackfillFrom(ctx, tandem.BackfillCheckpoint{}, nil)
-}
-
-// BackfillFrom is Backfill resumed after from (a checkpoint that save was
-// given by an earlier run, interrupted): the shops up to from.Shop are not
-// copied again. save, when set, is given every checkpoint as the copy
-// commits batches, in order; a save that fails is logged and the copy goes
-// on (the next checkpoint is saved in its place). It returns how many holds
-// it copied, from.Copied included.
-func (r *Router) BackfillFrom(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	r.backfillMu.Lock()
-	defer r.backfillMu.Unlock()
-	ctx = tandem.WithThrottle(ctx, r.Throttle, tandem.JobBackfill)
-	r.statsMu.Lock()
-	r.backfill = &BackfillProgress{Phase: "follow", StartedAt: r.Now().UTC(), Checkpoint: from.Shop,
+// backfillFrom is Router.BackfillFrom.
+func (mg *migrator) backfillFrom(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
+	mg.backfillMu.Lock()
+	defer mg.backfillMu.Unlock()
+	ctx = tandem.WithThrottle(ctx, mg.r.Throttle, tandem.JobBackfill)
+	mg.progressMu.Lock()
+	mg.backfill = &BackfillProgress{Phase: "follow", StartedAt: mg.r.Now().UTC(), Checkpoint: from.Shop,
 		Resumed: from.Copied, Copied: from.Copied}
-	r.statsMu.Unlock()
-	n, err := r.backfillRun(ctx, from, save)
+	mg.progressMu.Unlock()
+	n, err := mg.backfillRun(ctx, from, save)
 	if err != nil {
-		r.followUntil.Store(0)
-		r.setBackfill(func(p *BackfillProgress) { p.Err = err.Error() })
+		mg.followUntil.Store(0)
+		mg.setBackfill(func(p *BackfillProgress) { p.Err = err.Error() })
 		return n, err
 	}
-	if r.Mode() == tandem.ModeRedis {
-		r.followUntil.Store(r.Now().Add(r.BackfillFollow).UnixNano())
+	if mg.r.Mode() == tandem.ModeRedis {
+		mg.followUntil.Store(mg.r.Now().Add(mg.r.BackfillFollow).UnixNano())
 	}
-	now := r.Now()
-	r.setBackfill(func(p *BackfillProgress) { p.rate(now); p.Phase, p.ETASeconds = "done", 0 })
+	now := mg.r.Now()
+	mg.setBackfill(func(p *BackfillProgress) { p.rate(now); p.Phase, p.ETASeconds = "done", 0 })
 	return n, nil
 }
 
-func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	src, ok1 := r.Redis.(tandem.Resyncer)
-	dst, ok2 := r.MySQL.(tandem.Resyncer)
+func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
+	src, ok1 := mg.r.Redis.(tandem.Resyncer)
+	dst, ok2 := mg.r.MySQL.(tandem.Resyncer)
 	if !ok1 || !ok2 {
 		return 0, fmt.Errorf("backfill: stores cannot be listed and rebuilt")
 	}
 	// Follow first: every operation admitted from now on writes MySQL too.
 	// Those admitted before may still land in Redis alone; the catch-up
 	// sweep below finds them.
-	r.followUntil.Store(math.MaxInt64)
-	r.copying.Store(true)
-	defer r.copying.Store(false)
-	part, ok := r.MySQL.(tandem.ShopRebuilder)
+	mg.followUntil.Store(math.MaxInt64)
+	mg.inCopy.Store(true)
+	defer mg.inCopy.Store(false)
+	part, ok := mg.r.MySQL.(tandem.ShopRebuilder)
 	if !ok {
 		holds, err := src.ActiveHolds(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("backfill: list redis holds: %w", err)
 		}
-		r.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
+		mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
 		n, err := dst.Rebuild(ctx, holds)
-		r.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
+		mg.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
 		return n, err
 	}
-	counts, byShop, err := r.backfillPlan(ctx, src)
+	counts, byShop, err := mg.backfillPlan(ctx, src)
 	if err != nil {
 		return 0, err
 	}
@@ -196,8 +181,8 @@ func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint
 		}
 	}
 	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
-	lister, _ := r.Redis.(tandem.ShopLister)
-	copied, err := r.copyShops(ctx, part, lister, shops, counts, byShop, from, total, save)
+	lister, _ := mg.r.Redis.(tandem.ShopLister)
+	copied, err := mg.copyShops(ctx, part, lister, shops, counts, byShop, from, total, save)
 	if err != nil {
 		return copied, err
 	}
@@ -205,9 +190,9 @@ func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint
 	// before following began, releases and claims racing a batch, and on a
 	// resumed copy every change its shops saw while no copy ran) is
 	// converged hold by hold.
-	r.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
+	mg.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
 	for pass := 0; pass < 3; pass++ {
-		rep, err := r.Sweep(ctx)
+		rep, err := mg.r.repair.sweep(ctx)
 		if err != nil {
 			return copied, fmt.Errorf("backfill: catch up: %w", err)
 		}
@@ -222,10 +207,10 @@ func (r *Router) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint
 // ledger or Redis knows, so that a MySQL left from an earlier shadow period
 // keeps no stale hold. Redis counts them when it can (byShop is then nil);
 // else they are listed, and byShop has them.
-func (r *Router) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[int64]int, map[int64][]tandem.Reservation, error) {
+func (mg *migrator) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[int64]int, map[int64][]tandem.Reservation, error) {
 	counts := map[int64]int{}
 	var byShop map[int64][]tandem.Reservation
-	if hc, ok := r.Redis.(tandem.HoldCounter); ok {
+	if hc, ok := mg.r.Redis.(tandem.HoldCounter); ok {
 		c, err := hc.ShopHoldCounts(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("backfill: count redis holds: %w", err)
@@ -242,8 +227,8 @@ func (r *Router) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[int
 			counts[h.ShopID]++
 		}
 	}
-	if r.Ledger != nil {
-		onHand, err := r.Ledger.ListOnHand(ctx)
+	if mg.r.Ledger != nil {
+		onHand, err := mg.r.Ledger.ListOnHand(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("backfill: ledger: %w", err)
 		}
@@ -311,15 +296,15 @@ func (c *checkpoints) commit(i, n int) (tandem.BackfillCheckpoint, bool) {
 // says how many it copied, from.Copied included. With lister, each batch
 // copies its shops' holds as Redis lists them once the batch's shadow work
 // is paused; else byShop's. Every checkpoint reached goes to save.
-func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, counts map[int64]int,
+func (mg *migrator) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, counts map[int64]int,
 	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	batches := cutBatches(shops, counts, r.backfillBatch())
+	batches := cutBatches(shops, counts, mg.backfillBatch())
 	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
 	for i := range ck.done {
 		ck.done[i] = -1
 	}
-	now := r.Now()
-	r.setBackfill(func(p *BackfillProgress) {
+	now := mg.r.Now()
+	mg.setBackfill(func(p *BackfillProgress) {
 		p.Phase, p.Total, p.BatchesTotal, p.copyStart = "copy", total, len(batches), now
 	})
 	var copied atomic.Int64
@@ -330,13 +315,13 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 	var saveMu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range r.backfillWorkers() {
+	for range mg.backfillWorkers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
 				b := batches[i]
-				n, err := r.copyBatch(ctx, part, lister, b, byShop)
+				n, err := mg.copyBatch(ctx, part, lister, b, byShop)
 				if err != nil {
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
@@ -346,7 +331,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 				}
 				c := int(copied.Add(int64(n)))
 				at, moved := ck.commit(i, n)
-				r.setBackfill(func(p *BackfillProgress) {
+				mg.setBackfill(func(p *BackfillProgress) {
 					p.Copied, p.Batches = c, p.Batches+1
 					if moved {
 						p.Checkpoint = at.Shop
@@ -356,7 +341,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 					saveMu.Lock()
 					if at.Shop >= ck.saved() {
 						if err := save(ctx, at); err != nil {
-							r.Logger.Warnw("could not save the backfill's checkpoint; the copy goes on", "pod", r.Pod, "shop", at.Shop, "error", err)
+							mg.r.Logger.Warnw("could not save the backfill's checkpoint; the copy goes on", "pod", mg.r.Pod, "shop", at.Shop, "error", err)
 						} else {
 							ck.setSaved(at.Shop)
 						}
@@ -381,7 +366,7 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 	close(work)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", r.Pod)
+		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", mg.r.Pod)
 	}
 	return int(copied.Load()), firstErr
 }
@@ -389,8 +374,8 @@ func (r *Router) copyShops(ctx context.Context, part tandem.ShopRebuilder, liste
 // copyBatch copies one batch and returns how many holds it wrote. The
 // batch's shadow work waits while its shops are rewritten: the copy then
 // sees a quiet pool (buyers are served by Redis all along).
-func (r *Router) copyBatch(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, b backfillBatch, byShop map[int64][]tandem.Reservation) (int, error) {
-	resume := r.pauseShops(b.shops)
+func (mg *migrator) copyBatch(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, b backfillBatch, byShop map[int64][]tandem.Reservation) (int, error) {
+	resume := mg.pauseShops(b.shops)
 	defer resume()
 	var holds []tandem.Reservation
 	if lister != nil {
@@ -419,47 +404,4 @@ func (c *checkpoints) setSaved(shop int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.savedShop = shop
-}
-
-// pauseShops makes the shadow work of shops wait (waitShop) until the
-// returned func is called.
-func (r *Router) pauseShops(shops []int64) (resume func()) {
-	done := make(chan struct{})
-	r.pausing.Add(1)
-	r.mu.Lock()
-	if r.paused == nil {
-		r.paused = map[int64]chan struct{}{}
-	}
-	for _, sh := range shops {
-		r.paused[sh] = done
-	}
-	r.mu.Unlock()
-	return func() {
-		r.mu.Lock()
-		for _, sh := range shops {
-			if r.paused[sh] == done {
-				delete(r.paused, sh)
-			}
-		}
-		r.mu.Unlock()
-		close(done)
-		r.pausing.Add(-1)
-	}
-}
-
-// waitShop returns when the shop's shadow work may run.
-func (r *Router) waitShop(ctx context.Context, shop int64) {
-	for r.pausing.Load() > 0 {
-		r.mu.Lock()
-		ch := r.paused[shop]
-		r.mu.Unlock()
-		if ch == nil {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
 }

@@ -37,102 +37,115 @@ const (
 //
 // refused says the authority has just refused this cart's reserve: its
 // silence about the cart is then an answer, not a possible loss of data.
-func (r *Router) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, refused bool) (ConvergeResult, error) {
-	r.waitShop(ctx, ck.shop)
-	want, err := r.read(ctx, from, ck)
+func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, refused bool) (ConvergeResult, error) {
+	rp.r.migrate.waitShop(ctx, ck.shop)
+	want, err := rp.read(ctx, from, ck)
 	if err != nil {
 		return ConvergeFailed, err
 	}
-	have, err := r.read(ctx, to, ck)
+	have, err := rp.read(ctx, to, ck)
 	if err != nil {
 		return ConvergeFailed, err
 	}
 	switch {
 	case want != nil && (want.Status == tandem.StatusReleased || want.Status == tandem.StatusExpired):
-		// Released or expired: the other store holds nothing for the cart,
-		// and knows it as ended too (a tombstone where it never saw it), so
-		// that it never reserves the token again once it answers the buyer.
-		if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
-			return ConvergeEqual, nil
-		}
-		if have != nil && have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
-		}
-		e, ok := to.(tandem.Ender)
-		if !ok {
-			if have == nil {
-				return ConvergeEqual, nil
-			}
-			return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error {
-				return discard(ctx, to, ck.shop, ck.token)
-			})
-		}
-		err := r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
-		if tandem.ErrorCode(err) == tandem.ECONFLICT {
-			return ConvergeConflict, err // claimed there meanwhile
-		}
-		return ConvergeRepaired, err
-
+		return rp.convergeEnded(ctx, ck, from, to, want, have)
 	case want == nil:
-		// Refused, discarded or never reserved: the other store holds
-		// nothing for the cart, and forgets a copy it has (a later flip must
-		// never show it to the buyer).
-		if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
-			return ConvergeEqual, nil
-		}
-		if have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
-		}
-		if !refused {
-			if err := r.knows(ctx, from, ck.shop, have.Lines); err != nil {
-				return ConvergeFailed, err
-			}
-		}
-		return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error {
-			return discard(ctx, to, ck.shop, ck.token)
-		})
-
+		return rp.convergeAbsent(ctx, ck, from, to, have, refused)
 	case want.Status == tandem.StatusReserved:
-		if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
-			return ConvergeEqual, nil
-		}
-		if have != nil && have.Status == tandem.StatusClaimed {
-			return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
-		}
-		if have != nil {
-			if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
-				return ConvergeFailed, err
-			}
-		}
-		if err := r.placeRetrying(ctx, to, *want); err != nil {
-			if tandem.ErrorCode(err) == tandem.ECONFLICT && r.claimed(ctx, ck) {
-				// The authority is between the two steps of a claim (the
-				// ledger has it, its own hold not yet settled): the cart is
-				// sold, so the other store settles the claim instead.
-				sold := *want
-				sold.Status = tandem.StatusClaimed
-				return r.settleSold(ctx, ck, to, &sold)
-			}
-			return ConvergeFailed, err
-		}
-		return ConvergeRepaired, nil
-
+		return rp.convergeHeld(ctx, ck, from, to, want, have)
 	default: // claimed
 		if have != nil && have.Status == tandem.StatusClaimed {
 			return ConvergeEqual, nil
 		}
-		return r.settleSold(ctx, ck, to, want, have)
+		return rp.settleSold(ctx, ck, to, want, have)
 	}
 }
 
+// convergeEnded converges a cart from released or expired: to holds
+// nothing for it, and knows it as ended too (a tombstone where it never
+// saw it), so that it never reserves the token again once it answers the
+// buyer.
+func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+	if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
+		return ConvergeEqual, nil
+	}
+	if have != nil && have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+	}
+	e, ok := to.(tandem.Ender)
+	if !ok {
+		if have == nil {
+			return ConvergeEqual, nil
+		}
+		return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
+			return discard(ctx, to, ck.shop, ck.token)
+		})
+	}
+	err := rp.r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
+	if tandem.ErrorCode(err) == tandem.ECONFLICT {
+		return ConvergeConflict, err // claimed there meanwhile
+	}
+	return ConvergeRepaired, err
+}
+
+// convergeAbsent converges a cart from never holds (refused, discarded or
+// never reserved): to holds nothing for it, and forgets a copy it has (a
+// later flip must never show it to the buyer), once from is known not to
+// have lost it (knows) unless from has just refused it.
+func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, have *tandem.Reservation, refused bool) (ConvergeResult, error) {
+	if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
+		return ConvergeEqual, nil
+	}
+	if have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
+	}
+	if !refused {
+		if err := rp.knows(ctx, from, ck.shop, have.Lines); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
+		return discard(ctx, to, ck.shop, ck.token)
+	})
+}
+
+// convergeHeld converges a cart from holds: to holds the same hold in the
+// same groups, or, when the ledger has the cart claimed, the claim.
+func (rp *repairer) convergeHeld(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
+		return ConvergeEqual, nil
+	}
+	if have != nil && have.Status == tandem.StatusClaimed {
+		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
+	}
+	if have != nil {
+		if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+			return ConvergeFailed, err
+		}
+	}
+	if err := rp.placeRetrying(ctx, to, *want); err != nil {
+		if tandem.ErrorCode(err) == tandem.ECONFLICT && rp.claimed(ctx, ck) {
+			// The authority is between the two steps of a claim (the
+			// ledger has it, its own hold not yet settled): the cart is
+			// sold, so the other store settles the claim instead.
+			sold := *want
+			sold.Status = tandem.StatusClaimed
+			return rp.settleSold(ctx, ck, to, &sold)
+		}
+		return ConvergeFailed, err
+	}
+	return ConvergeRepaired, nil
+}
+
 // claimed reports whether the ledger records the cart as claimed.
-func (r *Router) claimed(ctx context.Context, ck cartKey) bool {
-	if r.Ledger == nil {
+func (rp *repairer) claimed(ctx context.Context, ck cartKey) bool {
+	if rp.r.Ledger == nil {
 		return false
 	}
 	var ok bool
-	err := r.call(ctx, func(ctx context.Context) (err error) {
-		ok, err = r.Ledger.Claimed(ctx, ck.shop, ck.token)
+	err := rp.r.call(ctx, func(ctx context.Context) (err error) {
+		ok, err = rp.r.Ledger.Claimed(ctx, ck.shop, ck.token)
 		return err
 	})
 	return err == nil && ok
@@ -140,13 +153,13 @@ func (r *Router) claimed(ctx context.Context, ck cartKey) bool {
 
 // settleSold makes to show the cart claimed with want's lines; have is
 // what to holds (read again when not given).
-func (r *Router) settleSold(ctx context.Context, ck cartKey, to tandem.ReservationStore, want *tandem.Reservation, haves ...*tandem.Reservation) (ConvergeResult, error) {
+func (rp *repairer) settleSold(ctx context.Context, ck cartKey, to tandem.ReservationStore, want *tandem.Reservation, haves ...*tandem.Reservation) (ConvergeResult, error) {
 	var have *tandem.Reservation
 	if len(haves) > 0 {
 		have = haves[0]
 	} else {
 		var err error
-		if have, err = r.read(ctx, to, ck); err != nil {
+		if have, err = rp.read(ctx, to, ck); err != nil {
 			return ConvergeFailed, err
 		}
 	}
@@ -156,14 +169,14 @@ func (r *Router) settleSold(ctx context.Context, ck cartKey, to tandem.Reservati
 	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
 		// Claim the copy; the ledger's claim record makes its deduction
 		// a no-op. Judged as of a time the copy was still active.
-		asOf := tandem.WithAsOf(ctx, minTime(r.Now(), have.ExpiresAt.Add(-time.Millisecond)))
-		return ConvergeRepaired, r.call(asOf, func(ctx context.Context) error {
+		asOf := tandem.WithAsOf(ctx, minTime(rp.r.Now(), have.ExpiresAt.Add(-time.Millisecond)))
+		return ConvergeRepaired, rp.r.call(asOf, func(ctx context.Context) error {
 			_, err := to.Claim(ctx, ck.shop, ck.token)
 			return err
 		})
 	}
 	if have != nil && have.Status == tandem.StatusReserved {
-		if err := r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+		if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
 			return ConvergeFailed, err
 		}
 	}
@@ -176,17 +189,17 @@ func (r *Router) settleSold(ctx context.Context, ck cartKey, to tandem.Reservati
 		}
 		return ConvergeRepaired, nil
 	}
-	return ConvergeRepaired, r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
+	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
 }
 
 // placeRetrying places hold in s, retrying for up to ShadowTimeout while s
 // is short: at the sold-out boundary the two stores pick their winners
 // concurrently, and the shadow's units come back as the holds of the carts
 // its SoT refused are discarded.
-func (r *Router) placeRetrying(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
-	end := time.Now().Add(r.ShadowTimeout)
+func (rp *repairer) placeRetrying(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
+	end := time.Now().Add(rp.r.ShadowTimeout)
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
-		err := r.call(ctx, func(ctx context.Context) error { return place(ctx, s, hold) })
+		err := rp.r.call(ctx, func(ctx context.Context) error { return place(ctx, s, hold) })
 		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT || time.Now().Add(wait).After(end) {
 			return err
 		}
@@ -203,19 +216,19 @@ func (r *Router) placeRetrying(ctx context.Context, s tandem.ReservationStore, h
 // from: each agrees with the ledger. A Redis that lost its data (a restart
 // without persistence) knows nothing, and its silence must not wipe the
 // other store's holds: that is resync's disaster, not convergence.
-func (r *Router) knows(ctx context.Context, s tandem.ReservationStore, shop int64, lines []tandem.Line) error {
-	if r.Ledger == nil || s.Name() != tandem.StoreRedis {
+func (rp *repairer) knows(ctx context.Context, s tandem.ReservationStore, shop int64, lines []tandem.Line) error {
+	if rp.r.Ledger == nil || s.Name() != tandem.StoreRedis {
 		return nil // MySQL's counts are the ledger's own
 	}
 	for _, l := range lines {
 		k := l.Key(shop)
 		var c *tandem.Counters
 		var onHand int64
-		err := r.call(ctx, func(ctx context.Context) (err error) {
+		err := rp.r.call(ctx, func(ctx context.Context) (err error) {
 			if c, err = s.Counters(ctx, k); err != nil {
 				return err
 			}
-			onHand, err = r.Ledger.OnHand(ctx, k)
+			onHand, err = rp.r.Ledger.OnHand(ctx, k)
 			return err
 		})
 		if err != nil {
@@ -229,9 +242,9 @@ func (r *Router) knows(ctx context.Context, s tandem.ReservationStore, shop int6
 }
 
 // read returns the cart as s knows it, nil when s never saw it.
-func (r *Router) read(ctx context.Context, s tandem.ReservationStore, ck cartKey) (*tandem.Reservation, error) {
+func (rp *repairer) read(ctx context.Context, s tandem.ReservationStore, ck cartKey) (*tandem.Reservation, error) {
 	var res *tandem.Reservation
-	err := r.call(ctx, func(ctx context.Context) (err error) {
+	err := rp.r.call(ctx, func(ctx context.Context) (err error) {
 		res, err = s.Get(ctx, ck.shop, ck.token)
 		return err
 	})
@@ -239,13 +252,6 @@ func (r *Router) read(ctx context.Context, s tandem.ReservationStore, ck cartKey
 		return nil, nil
 	}
 	return res, err
-}
-
-// call runs one store call under ShadowTimeout.
-func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
-	defer cancel()
-	return f(ctx)
 }
 
 // discard forgets a store's copy of a cart, or releases it when the store

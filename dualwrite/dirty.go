@@ -3,7 +3,6 @@ package dualwrite
 import (
 	"context"
 	"fmt"
-	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -52,29 +51,11 @@ func newDirtySet() dirtySet {
 	return dirtySet{m: make(map[cartKey]*dirtyEntry), wake: make(chan struct{}, 1)}
 }
 
-// ConvergeObserver is told of every convergence of a cart; the metrics
-// satisfy it. sinceDivergence is zero unless the cart was dirty.
-type ConvergeObserver interface {
-	ObserveConvergence(pod string, result ConvergeResult, sinceDivergence time.Duration)
-}
-
-// ConvergeStats is the state of a router's convergence, for reports.
-type ConvergeStats struct {
-	// Dirty is how many carts wait to be converged.
-	Dirty int `json:"dirty_carts"`
-	// Oldest is when the oldest dirty cart was marked (zero when none).
-	Oldest time.Time `json:"oldest_dirty_since,omitzero"`
-	// Results counts convergences by result since start.
-	Results map[ConvergeResult]int64 `json:"results"`
-	// LastSweep is the last anti-entropy sweep (nil before the first).
-	LastSweep *SweepReport `json:"last_sweep,omitempty"`
-}
-
 // retryDelay is the wait before the first convergence of a dirty cart: a
 // shadow operation that timed out may still land, and the convergence must
 // see it. Later attempts back off to maxRetryDelay.
-func (r *Router) retryDelay(attempts int) time.Duration {
-	d := 2 * r.ShadowTimeout
+func (rp *repairer) retryDelay(attempts int) time.Duration {
+	d := 2 * rp.r.ShadowTimeout
 	for i := 0; i < attempts && d < maxRetryDelay; i++ {
 		d *= 2
 	}
@@ -90,21 +71,45 @@ const (
 	convergeParallel = 16
 )
 
+// loadDirty loads the pod's dirty carts from the DirtyLog, before the
+// worker starts.
+func (rp *repairer) loadDirty() {
+	if rp.r.Dirty == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	carts, err := rp.r.Dirty.DirtyCarts(ctx, 1_000_000)
+	cancel()
+	if err != nil {
+		// The log is in a store that may be down; the sweep finds what
+		// it would have told.
+		rp.r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", rp.r.Pod, "error", err)
+	}
+	rp.dirty.mu.Lock()
+	for _, c := range carts {
+		ck := cartKey{c.ShopID, c.CartToken}
+		if rp.dirty.m[ck] == nil {
+			rp.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
+		}
+	}
+	rp.dirty.mu.Unlock()
+}
+
 // markDirty marks a cart dirty with the store whose state the other must
 // reach. Safe from any goroutine; never blocks on a store.
-func (r *Router) markDirty(ck cartKey, authority, cause string, suspect bool) {
-	r.markDirtyWith(ck, authority, cause, suspect, nil)
+func (rp *repairer) markDirty(ck cartKey, authority, cause string, suspect bool) {
+	rp.markDirtyWith(ck, authority, cause, suspect, nil)
 }
 
 // markDirtyWith is markDirty with a comparison to record once the cart
 // has converged (see reconcile).
-func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool, later *tandem.Comparison) {
+func (rp *repairer) markDirtyWith(ck cartKey, authority, cause string, suspect bool, later *tandem.Comparison) {
 	now := time.Now()
-	d := &r.dirty
+	d := &rp.dirty
 	d.mu.Lock()
 	e := d.m[ck]
 	if e == nil {
-		e = &dirtyEntry{cart: tandem.DirtyCart{ShopID: ck.shop, CartToken: ck.token, Since: r.Now().UTC()}}
+		e = &dirtyEntry{cart: tandem.DirtyCart{ShopID: ck.shop, CartToken: ck.token, Since: rp.r.Now().UTC()}}
 		d.m[ck] = e
 	}
 	// A suspect copy stays suspect until converged, unless the cart's
@@ -114,187 +119,76 @@ func (r *Router) markDirtyWith(ck cartKey, authority, cause string, suspect bool
 	same := e.cart.Authority == authority
 	if !same && e.cart.Authority != "" {
 		// The hold is now the other store's to decide.
-		r.grants.unpark(sotIndex(e.cart.Authority), ck)
+		rp.r.grants.unpark(sotIndex(e.cart.Authority), ck)
 	}
 	e.refused = e.refused && same && suspect
 	e.cart.Suspect = suspect || e.cart.Suspect && same
 	e.cart.Authority = authority
-	e.cart.MarkedAt = r.Now().UTC()
+	e.cart.MarkedAt = rp.r.Now().UTC()
 	e.gen++
 	e.stored = false
 	e.cause = cause
-	e.next = now.Add(r.retryDelay(0))
+	e.next = now.Add(rp.retryDelay(0))
 	var flush *tandem.Comparison
 	if later != nil {
 		flush, e.deferred = e.deferred, later
 	}
 	d.mu.Unlock()
 	if flush != nil {
-		r.recordDeferred(flush, false) // superseded by a newer difference
+		rp.recordDeferred(flush, false) // superseded by a newer difference
 	}
-	r.wakeWorker()
+	rp.wakeWorker()
 }
 
 // markRefused notes that the cart's latest mark, with authority, is of a
 // reserve the authority refused (see dirtyEntry.refused).
-func (r *Router) markRefused(ck cartKey, authority string) {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	if e := r.dirty.m[ck]; e != nil && e.cart.Authority == authority {
+func (rp *repairer) markRefused(ck cartKey, authority string) {
+	rp.dirty.mu.Lock()
+	defer rp.dirty.mu.Unlock()
+	if e := rp.dirty.m[ck]; e != nil && e.cart.Authority == authority {
 		e.refused = true
 	}
 }
 
+// endGrant ends the grant of a reserve of ck admitted under sot in the
+// router's book (grants.go): it is parked when sot granted the hold and
+// the cart is dirty with sot as its authority (its copy did not land),
+// else forgotten. The look at the dirty set and the park are one step
+// under the dirty set's lock, so a convergence settling the cart meanwhile
+// cannot leave a grant parked for ever.
+func (rp *repairer) endGrant(ck cartKey, sot string, granted bool) {
+	rp.dirty.mu.Lock()
+	defer rp.dirty.mu.Unlock()
+	e := rp.dirty.m[ck]
+	park := granted && e != nil && e.cart.Authority == sot
+	rp.r.grants.end(sotIndex(sot), ck, park)
+}
+
 // recordDeferred records a deferred comparison: a match when the cart
 // converged, else the divergence it was.
-func (r *Router) recordDeferred(c *tandem.Comparison, converged bool) {
-	if r.Recorder == nil {
+func (rp *repairer) recordDeferred(c *tandem.Comparison, converged bool) {
+	if rp.r.Recorder == nil {
 		return
 	}
 	if converged {
 		c.Kind, c.Repaired, c.Contention = "", true, true
 	}
-	r.Recorder.Record(*c)
+	rp.r.Recorder.Record(*c)
 }
 
-func (r *Router) wakeWorker() {
+func (rp *repairer) wakeWorker() {
 	select {
-	case r.dirty.wake <- struct{}{}:
-	default:
-	}
-}
-
-// DirtyCarts returns how many carts wait to be converged.
-func (r *Router) DirtyCarts() int {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	return len(r.dirty.m)
-}
-
-// ConvergeStats returns the state of the router's convergence.
-func (r *Router) ConvergeStats() ConvergeStats {
-	st := ConvergeStats{Results: map[ConvergeResult]int64{}}
-	r.dirty.mu.Lock()
-	st.Dirty = len(r.dirty.m)
-	for _, e := range r.dirty.m {
-		if st.Oldest.IsZero() || e.cart.Since.Before(st.Oldest) {
-			st.Oldest = e.cart.Since
-		}
-	}
-	r.dirty.mu.Unlock()
-	r.statsMu.Lock()
-	for k, v := range r.results {
-		st.Results[k] = v
-	}
-	if r.lastSweep != nil {
-		sw := *r.lastSweep
-		st.LastSweep = &sw
-	}
-	r.statsMu.Unlock()
-	return st
-}
-
-// observe counts one convergence. An equal cart that was not dirty is not
-// counted: it is the common case of a matching shadow.
-func (r *Router) observe(res ConvergeResult, err error, since time.Duration) {
-	if err != nil && res != ConvergeConflict {
-		res = ConvergeFailed
-	}
-	r.statsMu.Lock()
-	r.results[res]++
-	r.statsMu.Unlock()
-	if r.Observer != nil {
-		r.Observer.ObserveConvergence(r.Pod, res, since)
-	}
-}
-
-// Open starts the router's background convergence: it loads the pod's
-// dirty carts from the DirtyLog, converges dirty carts with backoff, and
-// sweeps the stores for carts and positions that differ every
-// SweepInterval. Close stops it.
-func (r *Router) Open() error {
-	r.defaults()
-	if r.Dirty != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		carts, err := r.Dirty.DirtyCarts(ctx, 1_000_000)
-		cancel()
-		if err != nil {
-			// The log is in a store that may be down; the sweep finds what
-			// it would have told.
-			r.Logger.Warnw("could not load the dirty carts; the sweep will find them", "pod", r.Pod, "error", err)
-		}
-		r.dirty.mu.Lock()
-		for _, c := range carts {
-			ck := cartKey{c.ShopID, c.CartToken}
-			if r.dirty.m[ck] == nil {
-				r.dirty.m[ck] = &dirtyEntry{cart: c, stored: true, cause: "restart", next: time.Now()}
-			}
-		}
-		r.dirty.mu.Unlock()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.closeMux.Lock()
-	defer r.closeMux.Unlock()
-	if r.closed.Load() || r.stopWorker != nil {
-		cancel()
-		return nil
-	}
-	r.stopWorker = cancel
-	r.workerDone = make(chan struct{})
-	go r.work(ctx)
-	r.startLossWatch(ctx)
-	return nil
-}
-
-// work is the convergence worker.
-func (r *Router) work(ctx context.Context) {
-	defer close(r.workerDone)
-	pprof.SetGoroutineLabels(workLabels[workDirty])
-	tick := time.NewTicker(r.ShadowTimeout / 2)
-	defer tick.Stop()
-	nextSweep := time.Now().Add(r.SweepInterval)
-	// Each round of convergence asks the pod's throttle first.
-	rounds := tandem.WithThrottle(ctx, r.Throttle, tandem.JobConverge)
-	for {
-		select {
-		case <-ctx.Done():
-			r.flushDirty(context.Background())
-			return
-		case <-tick.C:
-		case <-r.dirty.wake:
-		case <-r.sweepCh:
-			nextSweep = time.Now()
-		}
-		r.flushDirty(ctx)
-		for tandem.WaitThrottle(rounds) == nil && r.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
-			r.flushDirty(ctx)
-		}
-		if !time.Now().Before(nextSweep) && !r.copying.Load() && !r.loss.rebuilding.Load() {
-			pprof.SetGoroutineLabels(workLabels[workSweep])
-			sctx := tandem.WithThrottle(tandem.WithPace(ctx, r.SweepDuty), r.Throttle, tandem.JobSweep)
-			if _, err := r.Sweep(sctx); err != nil && ctx.Err() == nil {
-				r.Logger.Warnw("sweep failed", "pod", r.Pod, "error", err)
-			}
-			pprof.SetGoroutineLabels(workLabels[workDirty])
-			nextSweep = time.Now().Add(r.SweepInterval)
-		}
-	}
-}
-
-// sweepSoon asks the worker for a sweep at its next round.
-func (r *Router) sweepSoon() {
-	select {
-	case r.sweepCh <- struct{}{}:
+	case rp.dirty.wake <- struct{}{}:
 	default:
 	}
 }
 
 // flushDirty writes new marks to the DirtyLog and removes converged ones.
-func (r *Router) flushDirty(ctx context.Context) {
-	if r.Dirty == nil {
+func (rp *repairer) flushDirty(ctx context.Context) {
+	if rp.r.Dirty == nil {
 		return
 	}
-	d := &r.dirty
+	d := &rp.dirty
 	d.mu.Lock()
 	var marks []tandem.DirtyCart
 	gens := map[cartKey]uint64{}
@@ -310,14 +204,14 @@ func (r *Router) flushDirty(ctx context.Context) {
 	if len(marks) == 0 && len(cleared) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	ctx, cancel := context.WithTimeout(ctx, rp.r.ShadowTimeout)
 	defer cancel()
-	if err := r.Dirty.ClearDirty(ctx, cleared); err != nil {
+	if err := rp.r.Dirty.ClearDirty(ctx, cleared); err != nil {
 		d.mu.Lock()
 		d.cleared = append(d.cleared, cleared...)
 		d.mu.Unlock()
 	}
-	if len(marks) == 0 || r.Dirty.MarkDirty(ctx, marks) != nil {
+	if len(marks) == 0 || rp.r.Dirty.MarkDirty(ctx, marks) != nil {
 		return
 	}
 	d.mu.Lock()
@@ -331,8 +225,8 @@ func (r *Router) flushDirty(ctx context.Context) {
 
 // convergeDue converges the dirty carts whose time has come, at most
 // convergeBatch, and says how many it tried.
-func (r *Router) convergeDue(ctx context.Context) int {
-	if r.loss.rebuilding.Load() {
+func (rp *repairer) convergeDue(ctx context.Context) int {
+	if rp.r.migrate.rebuilding() {
 		return 0 // into a Redis being rebuilt: dirtyDueNow after it
 	}
 	now := time.Now()
@@ -342,13 +236,13 @@ func (r *Router) convergeDue(ctx context.Context) int {
 		gen uint64
 	}
 	var list []due
-	r.dirty.mu.Lock()
-	for ck, e := range r.dirty.m {
+	rp.dirty.mu.Lock()
+	for ck, e := range rp.dirty.m {
 		if !e.next.After(now) {
 			list = append(list, due{ck, *e, e.gen})
 		}
 	}
-	r.dirty.mu.Unlock()
+	rp.dirty.mu.Unlock()
 	if len(list) == 0 {
 		return 0
 	}
@@ -367,7 +261,7 @@ func (r *Router) convergeDue(ctx context.Context) int {
 		// A convergence is shadow work: it runs in one of the router's
 		// MaxInflight slots, beside the shadow jobs. With none free the
 		// round ends; the rest stay due for the next one.
-		if !r.takeSlot() {
+		if !rp.r.takeSlot() {
 			<-sem
 			break
 		}
@@ -376,9 +270,9 @@ func (r *Router) convergeDue(ctx context.Context) int {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			defer r.freeSlot()
-			res, err := r.convergeDirty(ctx, it.ck, it.e.cart.Authority, it.gen)
-			r.settleDirty(it.ck, it.gen, res, err)
+			defer rp.r.freeSlot()
+			res, err := rp.convergeDirty(ctx, it.ck, it.e.cart.Authority, it.gen)
+			rp.settleDirty(it.ck, it.gen, res, err)
 		}()
 	}
 	wg.Wait()
@@ -390,17 +284,17 @@ func (r *Router) convergeDue(ctx context.Context) int {
 // replaced while it waited in line (a request's catch-up converged it, and
 // the new SoT may have changed it since: converging it again from the old
 // authority would undo that).
-func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string, gen uint64) (ConvergeResult, error) {
-	mode := r.routeMode()
+func (rp *repairer) convergeDirty(ctx context.Context, ck cartKey, authority string, gen uint64) (ConvergeResult, error) {
+	mode := rp.r.routeMode()
 	if mode.Shadow() == "" {
 		return ConvergeDropped, nil
 	}
-	from := r.store(authority)
+	from := rp.r.store(authority)
 	if from == nil {
-		from = r.store(mode.SourceOfTruth())
+		from = rp.r.store(mode.SourceOfTruth())
 	}
-	prev, line := r.enqueue(ck)
-	defer r.dequeue(ck, line)
+	prev, line := rp.r.enqueue(ck)
+	defer rp.r.dequeue(ck, line)
 	if prev != nil {
 		select {
 		case <-prev:
@@ -408,21 +302,21 @@ func (r *Router) convergeDirty(ctx context.Context, ck cartKey, authority string
 			return ConvergeFailed, ctx.Err()
 		}
 	}
-	r.dirty.mu.Lock()
-	e := r.dirty.m[ck]
+	rp.dirty.mu.Lock()
+	e := rp.dirty.m[ck]
 	current := e != nil && e.gen == gen
 	refused := current && e.refused && e.cart.Authority == from.Name()
-	r.dirty.mu.Unlock()
+	rp.dirty.mu.Unlock()
 	if !current {
 		return ConvergeEqual, nil
 	}
-	return r.convergeCart(ctx, ck, from, r.other(from), refused)
+	return rp.convergeCart(ctx, ck, from, rp.r.other(from), refused)
 }
 
 // settleDirty records the end of one attempt on a dirty cart: converged
 // (unless marked again meanwhile), or retried with backoff.
-func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err error) {
-	d := &r.dirty
+func (rp *repairer) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err error) {
+	d := &rp.dirty
 	d.mu.Lock()
 	e := d.m[ck]
 	if e == nil {
@@ -434,15 +328,15 @@ func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err err
 	converged := false
 	if err == nil && e.gen == gen {
 		delete(d.m, ck)
-		r.grants.unpark(sotIndex(e.cart.Authority), ck)
-		if e.stored || r.Dirty != nil {
+		rp.r.grants.unpark(sotIndex(e.cart.Authority), ck)
+		if e.stored || rp.r.Dirty != nil {
 			d.cleared = append(d.cleared, e.cart)
 		}
-		since = r.Now().Sub(e.cart.Since)
+		since = rp.r.Now().Sub(e.cart.Since)
 		deferred, converged = e.deferred, true
 	} else if err != nil {
 		e.attempts++
-		e.next = time.Now().Add(r.retryDelay(e.attempts))
+		e.next = time.Now().Add(rp.retryDelay(e.attempts))
 		e.cause = tandem.ErrorMessage(err)
 		if e.attempts >= deferredGiveUp || res == ConvergeConflict {
 			deferred, e.deferred = e.deferred, nil
@@ -451,14 +345,14 @@ func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err err
 	attempts := e.attempts
 	d.mu.Unlock()
 	if deferred != nil {
-		r.recordDeferred(deferred, converged)
+		rp.recordDeferred(deferred, converged)
 	}
 	if err == nil && res == ConvergeEqual && since == 0 {
 		return
 	}
-	r.observe(res, err, since)
+	rp.observe(res, err, since)
 	if err != nil && attempts > 0 && attempts%10 == 0 {
-		r.Logger.Warnw("a dirty cart still does not converge", "pod", r.Pod,
+		rp.r.Logger.Warnw("a dirty cart still does not converge", "pod", rp.r.Pod,
 			"shop_id", ck.shop, "cart_token", ck.token, "attempts", attempts, "error", err)
 	}
 }
@@ -472,17 +366,17 @@ func (r *Router) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err err
 // dropped (the mark is not Suspect): the SoT granted that hold, and when
 // the SoT no longer knows it (a Redis failover lost the master's last
 // writes), the copy is the buyer's hold.
-func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
-	r.dirty.mu.Lock()
-	e := r.dirty.m[ck]
+func (rp *repairer) suspect(ctx context.Context, ck cartKey, sot string) bool {
+	rp.dirty.mu.Lock()
+	e := rp.dirty.m[ck]
 	mine := e != nil && e.cart.Authority == sot && e.cart.Suspect
-	r.dirty.mu.Unlock()
-	if mine || e != nil || r.Dirty == nil {
+	rp.dirty.mu.Unlock()
+	if mine || e != nil || rp.r.Dirty == nil {
 		return mine
 	}
 	var c *tandem.DirtyCart
-	err := r.call(ctx, func(ctx context.Context) (err error) {
-		c, err = r.Dirty.LookupDirty(ctx, ck.shop, ck.token)
+	err := rp.r.call(ctx, func(ctx context.Context) (err error) {
+		c, err = rp.r.Dirty.LookupDirty(ctx, ck.shop, ck.token)
 		return err
 	})
 	// A log that cannot be read leaves the copy suspect: the buyer is told
@@ -490,120 +384,83 @@ func (r *Router) suspect(ctx context.Context, ck cartKey, sot string) bool {
 	return err != nil || c != nil && c.Authority == sot && c.Suspect
 }
 
-// catchUp makes the SoT the operation was admitted under hold what the
-// cart's previous SoT left (before a flip or a kill switch), before it
-// answers for the cart. Two things can leave it behind, both known from
-// the cart's own state, so an ordinary cart pays no read:
-//
-//   - the cart has operations of the previous SoT in flight (o.flux: the
-//     fence at the flip ran out): their shadow jobs are what copies their
-//     outcome into this SoT, so the operation waits for them, at most
-//     fenceWait, and is answered 503 when they do not finish by then (the
-//     SoT's view of the cart may be wrong; nothing has changed);
-//   - the cart is dirty here with another authority than this SoT (its
-//     copy failed, timed out or was dropped; the work above may have just
-//     marked it): it is converged from the other store, in the cart's line,
-//     so that this SoT holds the hold the old one granted, shows the cart
-//     ended (tombstone) or claimed as the old one does, and never answers
-//     from a copy the old one refused. A cart that cannot be caught up
-//     stays dirty and its request is answered 503.
-func (r *Router) catchUp(ctx context.Context, o *op) error {
-	if o.ck.token == "" || o.shadow == nil {
-		return nil
-	}
-	if o.flux != nil {
-		if err := r.waitFlux(ctx, o); err != nil {
-			return err
-		}
-	}
-	if err := r.copyStale(ctx, o.ck, o.sot, o.shadow); err != nil {
-		return fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE,
-			"cart %s is still being copied to %s after a change of source of truth; retry", o.ck.token, o.sot.Name()), err)
-	}
-	return nil
-}
-
 // copyStale converges the cart from the other store into sot when it is
 // dirty with the other store as its authority, in the cart's line.
-func (r *Router) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ReservationStore) error {
-	r.dirty.mu.Lock()
-	e := r.dirty.m[ck]
+func (rp *repairer) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ReservationStore) error {
+	rp.dirty.mu.Lock()
+	e := rp.dirty.m[ck]
 	stale := e != nil && e.cart.Authority != sot.Name()
 	var gen uint64
 	if stale {
 		gen = e.gen
 	}
-	r.dirty.mu.Unlock()
+	rp.dirty.mu.Unlock()
 	if !stale {
 		return nil
 	}
-	prev, line := r.enqueue(ck)
+	prev, line := rp.r.enqueue(ck)
 	if prev != nil {
 		<-prev
 	}
-	res, err := r.convergeCart(context.WithoutCancel(ctx), ck, other, sot, false)
+	res, err := rp.convergeCart(context.WithoutCancel(ctx), ck, other, sot, false)
 	// Settled before the line moves on: a worker's attempt on the same mark,
 	// next in line, then sees it settled and leaves the cart to this SoT.
-	r.settleDirty(ck, gen, res, err)
-	r.dequeue(ck, line)
+	rp.settleDirty(ck, gen, res, err)
+	rp.r.dequeue(ck, line)
 	return err
-}
-
-// waitFlux waits, at most fenceWait, until the cart's operations admitted
-// under another SoT than o's have finished (their SoT calls, shadow jobs
-// and convergence). It returns EUNAVAILABLE when they have not.
-func (r *Router) waitFlux(ctx context.Context, o *op) error {
-	select {
-	case <-o.flux:
-		return nil
-	default:
-	}
-	r.fluxWaits.Add(1)
-	t := time.NewTimer(r.fenceWait())
-	defer t.Stop()
-	select {
-	case <-o.flux:
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return tandem.Errorf(tandem.EUNAVAILABLE,
-		"cart %s is still being settled under the previous source of truth after a change to %s; retry", o.ck.token, o.sot.Name())
-}
-
-// Convergence returns the router's convergence state for reports.
-func (r *Router) Convergence() tandem.Convergence {
-	st := r.ConvergeStats()
-	c := tandem.Convergence{DirtyCarts: st.Dirty, Results: map[string]int64{}}
-	if !st.Oldest.IsZero() {
-		c.OldestDirtySince = &st.Oldest
-	}
-	for k, v := range st.Results {
-		c.Results[string(k)] = v
-	}
-	if st.LastSweep != nil {
-		at := st.LastSweep.At
-		c.LastSweepAt, c.LastSweepLeft = &at, st.LastSweep.Left
-	}
-	return c
 }
 
 // unreserved explains a claim or release the shadow answered "never
 // reserved" for a cart the SoT settled: by the reserve of the cart whose
 // shadow work is still unfinished (the cart is dirty, and why), or as a
 // cause of its own.
-func (r *Router) unreserved(ck cartKey, msg string) string {
-	r.dirty.mu.Lock()
-	e := r.dirty.m[ck]
+func (rp *repairer) unreserved(ck cartKey, msg string) string {
+	rp.dirty.mu.Lock()
+	e := rp.dirty.m[ck]
 	var cause string
 	var since time.Time
 	if e != nil {
 		cause, since = e.cause, e.cart.Since
 	}
-	r.dirty.mu.Unlock()
+	rp.dirty.mu.Unlock()
 	if e == nil {
 		return msg + "; no earlier difference of this cart explains it: the shadow lost or never got its hold"
 	}
 	return fmt.Sprintf("%s; follows this cart's earlier difference (%s, since %s), still being converged",
 		msg, cause, since.Format(time.RFC3339Nano))
+}
+
+// dirtyDueNow makes every dirty cart due at once with its backoff reset:
+// the attempts made into an empty Redis say nothing.
+func (rp *repairer) dirtyDueNow() {
+	now := time.Now()
+	rp.dirty.mu.Lock()
+	for _, e := range rp.dirty.m {
+		e.attempts, e.next = 0, now
+	}
+	rp.dirty.mu.Unlock()
+	select {
+	case rp.dirty.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (rp *repairer) isDirty(ck cartKey) bool {
+	rp.dirty.mu.Lock()
+	defer rp.dirty.mu.Unlock()
+	return rp.dirty.m[ck] != nil
+}
+
+// dirtySample describes a few dirty carts and why they are dirty.
+func (rp *repairer) dirtySample() string {
+	rp.dirty.mu.Lock()
+	defer rp.dirty.mu.Unlock()
+	out := ""
+	for ck, e := range rp.dirty.m {
+		if len(out) > 300 {
+			break
+		}
+		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
+	}
+	return out
 }

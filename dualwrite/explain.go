@@ -120,7 +120,7 @@ func (r *Router) explain(ctx context.Context, j *shadowJob) verdict {
 	}
 	views, err := r.viewPositions(ctx, requestKeys(j.call.req))
 	if err != nil {
-		r.sweepSoon()
+		r.repair.sweepSoon()
 		return verdict{contention: true}
 	}
 	var v verdict
@@ -190,7 +190,7 @@ func (r *Router) repairPosition(ctx context.Context, store string, k tandem.Key)
 		return err
 	})
 	if err != nil {
-		r.sweepSoon()
+		r.repair.sweepSoon()
 		return fmt.Sprintf("%s repair failed (%s): the sweep retries", store, tandem.ErrorMessage(err))
 	}
 	return fmt.Sprintf("%s repaired from its own on_hand and holds: available %d, held %d", store, c.Available, c.Reserved)

@@ -112,7 +112,7 @@ func (f *Fleet) Resync(ctx context.Context, pod string) (int, error) {
 	}
 	n, err := r.Resync(ctx)
 	if err == nil {
-		r.redisWhole(ctx)
+		r.migrate.redisWhole(ctx)
 	}
 	return n, err
 }
@@ -127,6 +127,31 @@ func (f *Fleet) RedisStale(pod string) string {
 	}
 	r.CheckRedisNow()
 	return r.RedisStale()
+}
+
+// Reports returns admin whose Report adds to each pod's report the pod's
+// convergence on this instance (Router.Convergence); the rest of admin is
+// admin's.
+func (f *Fleet) Reports(admin tandem.AdminService) tandem.AdminService {
+	return fleetReports{AdminService: admin, fleet: f}
+}
+
+// fleetReports is the AdminService Reports returns.
+type fleetReports struct {
+	tandem.AdminService
+	fleet *Fleet
+}
+
+// Report implements tandem.AdminService.
+func (c fleetReports) Report(ctx context.Context) ([]tandem.Report, error) {
+	reps, err := c.AdminService.Report(ctx)
+	for i := range reps {
+		if r, perr := c.fleet.Pod(reps[i].Pod); perr == nil {
+			conv := r.Convergence()
+			reps[i].Convergence = &conv
+		}
+	}
+	return reps, err
 }
 
 // Close closes every router.

@@ -76,3 +76,39 @@ func TestFleet_PodWork(t *testing.T) {
 		p.mustConverge(t)
 	})
 }
+
+// reportsAdmin answers Report with a report per pod it lists.
+type reportsAdmin struct {
+	tandem.AdminService
+	pods []string
+	err  error
+}
+
+func (a reportsAdmin) Report(context.Context) ([]tandem.Report, error) {
+	var reps []tandem.Report
+	for _, p := range a.pods {
+		reps = append(reps, tandem.Report{Pod: p})
+	}
+	return reps, a.err
+}
+
+// The fleet's reports add each routed pod's convergence on this instance
+// to the admin's reports, and leave alone the pods it does not route.
+func TestFleet_Reports(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeShadow)
+	f := &dualwrite.Fleet{Routers: []*dualwrite.Router{p.Router}}
+	failed := errors.New("part of the reports")
+	reps, err := f.Reports(reportsAdmin{pods: []string{p.Pod, "elsewhere"}, err: failed}).Report(ctx)
+	if !errors.Is(err, failed) {
+		t.Errorf("error: got %v, want the admin's", err)
+	}
+	if len(reps) != 2 {
+		t.Fatalf("got %d reports, want 2", len(reps))
+	}
+	if c := reps[0].Convergence; c == nil || c.DirtyCarts != 0 || c.Results == nil {
+		t.Errorf("%s: got convergence %+v, want the router's (no dirty cart)", p.Pod, c)
+	}
+	if c := reps[1].Convergence; c != nil {
+		t.Errorf("a pod the fleet does not route: got convergence %+v, want none", c)
+	}
+}

@@ -180,20 +180,6 @@ func reserveKeys(req tandem.ReserveRequest) []tandem.Key {
 	return keys
 }
 
-// endGrant ends the reserve o registered: its grant is parked when the SoT
-// granted it and the cart is dirty with the SoT as its authority (its copy
-// did not land), else forgotten. The look at the dirty set and the park are
-// one step under the dirty set's lock, so a convergence settling the cart
-// meanwhile cannot leave a grant parked for ever.
-func (r *Router) endGrant(o *op) {
-	sot := sotIndex(o.sot.Name())
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	e := r.dirty.m[o.ck]
-	park := o.granted && e != nil && e.cart.Authority == o.sot.Name()
-	r.grants.end(sot, o.ck, park)
-}
-
 // awaitGrants returns once no hold granted by the other SoT on keys can
 // be missing from o's SoT: parked holds are copied into it (in their
 // carts' line), reserves in flight are waited for, at most fenceWait. It
@@ -215,7 +201,7 @@ func (r *Router) awaitGrants(ctx context.Context, o *op, keys []tandem.Key) erro
 				o.ck.shop, o.shadow.Name(), o.sot.Name())
 		}
 		for _, ck := range parked {
-			if err := r.copyStale(ctx, ck, o.sot, o.shadow); err != nil {
+			if err := r.repair.copyStale(ctx, ck, o.sot, o.shadow); err != nil {
 				return tandem.Errorf(tandem.EUNAVAILABLE,
 					"shop %d: a hold %s granted before the change of source of truth is not in %s yet (%v); retry",
 					ck.shop, o.shadow.Name(), o.sot.Name(), tandem.ErrorMessage(err))

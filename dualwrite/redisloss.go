@@ -70,58 +70,53 @@ type redisLoss struct {
 	last       *RedisRebuild
 }
 
-// RedisStale says why the pod's Redis is known to have lost its data and
-// is not whole yet ("" when it is not known stale): being rebuilt from
-// MySQL, or lost while it was the SoT (the legacy disaster).
-func (r *Router) RedisStale() string {
-	r.loss.mu.Lock()
-	defer r.loss.mu.Unlock()
-	return r.loss.stale
+// stale is Router.RedisStale.
+func (mg *migrator) stale() string {
+	mg.loss.mu.Lock()
+	defer mg.loss.mu.Unlock()
+	return mg.loss.stale
 }
 
-// RedisRebuilding reports whether the pod's Redis is being rebuilt from
-// MySQL after a data loss; the kill switch waits for it (Mode).
-func (r *Router) RedisRebuilding() bool { return r.loss.rebuilding.Load() }
+// rebuilding is Router.RedisRebuilding.
+func (mg *migrator) rebuilding() bool { return mg.loss.rebuilding.Load() }
 
-// LastRedisRebuild returns the last rebuild of the pod's Redis after a
-// data loss, nil when none ran on this instance.
-func (r *Router) LastRedisRebuild() *RedisRebuild {
-	r.loss.mu.Lock()
-	defer r.loss.mu.Unlock()
-	if r.loss.last == nil {
+// lastRebuild is Router.LastRedisRebuild.
+func (mg *migrator) lastRebuild() *RedisRebuild {
+	mg.loss.mu.Lock()
+	defer mg.loss.mu.Unlock()
+	if mg.loss.last == nil {
 		return nil
 	}
-	l := *r.loss.last
+	l := *mg.loss.last
 	return &l
 }
 
-// CheckRedisNow makes the watch look at the pod's Redis at once (a kill
-// switch engaging gives its fallback priority).
-func (r *Router) CheckRedisNow() {
-	if r.loss.wake == nil {
+// checkRedisNow is Router.CheckRedisNow.
+func (mg *migrator) checkRedisNow() {
+	if mg.loss.wake == nil {
 		return
 	}
 	select {
-	case r.loss.wake <- struct{}{}:
+	case mg.loss.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (r *Router) setStale(why string) {
-	r.loss.mu.Lock()
-	r.loss.stale = why
-	r.loss.mu.Unlock()
+func (mg *migrator) setStale(why string) {
+	mg.loss.mu.Lock()
+	mg.loss.stale = why
+	mg.loss.mu.Unlock()
 }
 
 // startLossWatch starts the watch; it ends with ctx.
-func (r *Router) startLossWatch(ctx context.Context) {
-	if _, ok := r.Redis.(WholeMarker); !ok || r.Ledger == nil {
+func (mg *migrator) startLossWatch(ctx context.Context) {
+	if _, ok := mg.r.Redis.(WholeMarker); !ok || mg.r.Ledger == nil {
 		return
 	}
-	r.loss.wake = make(chan struct{}, 1)
-	r.loss.wg.Add(1)
+	mg.loss.wake = make(chan struct{}, 1)
+	mg.loss.wg.Add(1)
 	go func() {
-		defer r.loss.wg.Done()
+		defer mg.loss.wg.Done()
 		tick := time.NewTicker(lossCheckInterval)
 		defer tick.Stop()
 		for {
@@ -129,72 +124,76 @@ func (r *Router) startLossWatch(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-			case <-r.loss.wake:
+			case <-mg.loss.wake:
 			}
-			r.checkRedis(ctx)
+			mg.checkRedis(ctx)
 		}
 	}()
 }
 
+// waitLossWatch returns once the watch started by startLossWatch has
+// ended.
+func (mg *migrator) waitLossWatch() { mg.loss.wg.Wait() }
+
 // persistedMode is the pod's mode before the kill switch.
-func (r *Router) persistedMode() tandem.Mode {
-	if r.Modes == nil {
+func (mg *migrator) persistedMode() tandem.Mode {
+	if mg.r.Modes == nil {
 		return tandem.ModeRedis
 	}
-	return r.Modes.Mode(r.Pod)
+	return mg.r.Modes.Mode(mg.r.Pod)
 }
 
 // checkRedis looks for the whole marker and, when it is gone, confirms the
 // loss against the ledger and rebuilds or reports it.
-func (r *Router) checkRedis(ctx context.Context) {
-	mode := r.persistedMode()
+func (mg *migrator) checkRedis(ctx context.Context) {
+	mode := mg.persistedMode()
 	if mode == tandem.ModeMySQLOnly {
 		return // Redis is not maintained
 	}
-	m := r.Redis.(WholeMarker)
+	m := mg.r.Redis.(WholeMarker)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	marked, err := m.Marked(cctx)
 	cancel()
 	if err != nil || marked {
 		return // down (it is looked at again when it answers) or whole
 	}
-	lost, err := r.confirmedUncounted(ctx)
+	lost, err := mg.confirmedUncounted(ctx)
 	if err != nil {
 		return
 	}
 	if lost == 0 {
 		if m.Mark(ctx) == nil {
-			r.setStale("")
+			mg.setStale("")
 		}
 		return
 	}
 	if mode != tandem.ModeMySQL {
-		why := fmt.Sprintf("pod %s: Redis, the source of truth in mode %s, lost its data (%d stocked positions have no count): the legacy disaster; its holds are gone from the SoT; resync --from mysql restores what MySQL shadowed", r.Pod, mode, lost)
-		if r.RedisStale() != why {
-			r.Logger.Warnw("redis lost its data while it is the source of truth", "pod", r.Pod, "mode", string(mode), "lost_positions", lost)
-			r.recordLoss(mode, why)
+		why := fmt.Sprintf("pod %s: Redis, the source of truth in mode %s, lost its data (%d stocked positions have no count): the legacy disaster; its holds are gone from the SoT; resync --from mysql restores what MySQL shadowed", mg.r.Pod, mode, lost)
+		if mg.stale() != why {
+			mg.r.Logger.Warnw("redis lost its data while it is the source of truth", "pod", mg.r.Pod, "mode", string(mode), "lost_positions", lost)
+			mg.recordLoss(mode, why)
 		}
-		r.setStale(why)
+		mg.setStale(why)
 		return
 	}
-	r.rebuildRedis(ctx, lost)
+	mg.rebuildRedis(ctx, lost)
 }
 
 // confirmedUncounted returns how many positions the ledger stocks that
 // Redis does not count at all, in two looks AuditSettle apart: a stock
 // count of a new position writes the ledger first and Redis a moment
 // later, so a position seen uncounted once is not yet a loss.
-func (r *Router) confirmedUncounted(ctx context.Context) (int, error) {
-	first, err := r.uncounted(ctx)
+func (mg *migrator) confirmedUncounted(ctx context.Context) (int, error) {
+	first, err := mg.uncounted(ctx)
 	if err != nil || len(first) == 0 {
 		return 0, err
 	}
 	select {
-	case <-time.After(r.auditSettle()):
+	case <-time.After(mg.auditSettle()):
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	second, err := r.uncounted(ctx)
+	second, err := mg.uncounted(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -209,12 +208,12 @@ func (r *Router) confirmedUncounted(ctx context.Context) (int, error) {
 
 // uncounted returns the positions the ledger stocks that Redis does not
 // count at all.
-func (r *Router) uncounted(ctx context.Context) (map[tandem.Key]bool, error) {
-	ledger, err := r.Ledger.ListOnHand(ctx)
+func (mg *migrator) uncounted(ctx context.Context) (map[tandem.Key]bool, error) {
+	ledger, err := mg.r.Ledger.ListOnHand(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list, err := r.Redis.ListCounters(ctx)
+	list, err := mg.r.Redis.ListCounters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -236,37 +235,37 @@ func (r *Router) uncounted(ctx context.Context) (map[tandem.Key]bool, error) {
 // shadow work paused while it is written; a sweep then converges what
 // changed meanwhile, the marker is written, and the dirty carts are due at
 // once.
-func (r *Router) rebuildRedis(ctx context.Context, lost int) {
+func (mg *migrator) rebuildRedis(ctx context.Context, lost int) {
 	start := time.Now()
-	rep := &RedisRebuild{DetectedAt: r.Now().UTC(), Lost: lost}
-	why := fmt.Sprintf("pod %s: Redis lost its data (%d stocked positions had no count) and is being rebuilt from MySQL", r.Pod, lost)
-	r.setStale(why)
-	r.loss.rebuilding.Store(true)
-	r.Logger.Warnw("redis lost its data: rebuilding it from mysql", "pod", r.Pod, "lost_positions", lost)
-	err := r.rebuildRedisRun(ctx, rep)
-	r.loss.rebuilding.Store(false)
-	rep.EndedAt = r.Now().UTC()
+	rep := &RedisRebuild{DetectedAt: mg.r.Now().UTC(), Lost: lost}
+	why := fmt.Sprintf("pod %s: Redis lost its data (%d stocked positions had no count) and is being rebuilt from MySQL", mg.r.Pod, lost)
+	mg.setStale(why)
+	mg.loss.rebuilding.Store(true)
+	mg.r.Logger.Warnw("redis lost its data: rebuilding it from mysql", "pod", mg.r.Pod, "lost_positions", lost)
+	err := mg.rebuildRedisRun(ctx, rep)
+	mg.loss.rebuilding.Store(false)
+	rep.EndedAt = mg.r.Now().UTC()
 	if err != nil {
 		rep.Err = err.Error()
-		r.Logger.Warnw("redis rebuild failed; it is tried again", "pod", r.Pod, "error", err)
+		mg.r.Logger.Warnw("redis rebuild failed; it is tried again", "pod", mg.r.Pod, "error", err)
 	} else {
-		r.setStale("")
-		r.Logger.Warnw("redis rebuilt from mysql after a data loss", "pod", r.Pod,
+		mg.setStale("")
+		mg.r.Logger.Warnw("redis rebuilt from mysql after a data loss", "pod", mg.r.Pod,
 			"positions", rep.Positions, "holds", rep.Holds, "took", time.Since(start).String())
-		r.recordLoss(tandem.ModeMySQL, fmt.Sprintf("pod %s: Redis lost its data (%d stocked positions had no count); rebuilt from MySQL: %d positions, %d holds in %s",
-			r.Pod, lost, rep.Positions, rep.Holds, time.Since(start).Round(time.Millisecond)))
+		mg.recordLoss(tandem.ModeMySQL, fmt.Sprintf("pod %s: Redis lost its data (%d stocked positions had no count); rebuilt from MySQL: %d positions, %d holds in %s",
+			mg.r.Pod, lost, rep.Positions, rep.Holds, time.Since(start).Round(time.Millisecond)))
 	}
-	r.loss.mu.Lock()
-	r.loss.last = rep
-	r.loss.mu.Unlock()
-	if o, ok := r.Observer.(RebuildObserver); ok {
-		o.ObserveRedisRebuild(r.Pod, rep.Holds, rep.Positions, time.Since(start), err)
+	mg.loss.mu.Lock()
+	mg.loss.last = rep
+	mg.loss.mu.Unlock()
+	if o, ok := mg.r.Observer.(RebuildObserver); ok {
+		o.ObserveRedisRebuild(mg.r.Pod, rep.Holds, rep.Positions, time.Since(start), err)
 	}
-	r.dirtyDueNow()
+	mg.r.repair.dirtyDueNow()
 }
 
-func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
-	src, ok := r.MySQL.(tandem.Resyncer)
+func (mg *migrator) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
+	src, ok := mg.r.MySQL.(tandem.Resyncer)
 	if !ok {
 		return fmt.Errorf("rebuild redis: mysql cannot list its holds")
 	}
@@ -274,9 +273,9 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 	if err != nil {
 		return fmt.Errorf("rebuild redis: list mysql holds: %w", err)
 	}
-	part, ok := r.Redis.(tandem.ShopRebuilder)
+	part, ok := mg.r.Redis.(tandem.ShopRebuilder)
 	if !ok {
-		n, err := rebuild(ctx, r.MySQL, r.Redis)
+		n, err := rebuild(ctx, mg.r.MySQL, mg.r.Redis)
 		rep.Positions, rep.Holds = n, len(holds)
 		return err
 	}
@@ -284,7 +283,7 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 	for _, h := range holds {
 		byShop[h.ShopID] = append(byShop[h.ShopID], h)
 	}
-	onHand, err := r.Ledger.ListOnHand(ctx)
+	onHand, err := mg.r.Ledger.ListOnHand(ctx)
 	if err != nil {
 		return fmt.Errorf("rebuild redis: ledger: %w", err)
 	}
@@ -306,7 +305,7 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 			bh = append(bh, byShop[shops[i]]...)
 			i++
 		}
-		resume := r.pauseShops(batch)
+		resume := mg.pauseShops(batch)
 		n, err := part.RebuildShops(ctx, batch, bh)
 		resume()
 		if err != nil {
@@ -319,7 +318,7 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 	// MySQL after the list was read, one taken before its batch) is
 	// converged hold by hold.
 	for range 3 {
-		sr, err := r.Sweep(ctx)
+		sr, err := mg.r.repair.sweep(ctx)
 		if err != nil {
 			return fmt.Errorf("rebuild redis: catch up: %w", err)
 		}
@@ -327,39 +326,24 @@ func (r *Router) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
 			break
 		}
 	}
-	return r.Redis.(WholeMarker).Mark(ctx)
-}
-
-// dirtyDueNow makes every dirty cart due at once with its backoff reset:
-// the attempts made into an empty Redis say nothing.
-func (r *Router) dirtyDueNow() {
-	now := time.Now()
-	r.dirty.mu.Lock()
-	for _, e := range r.dirty.m {
-		e.attempts, e.next = 0, now
-	}
-	r.dirty.mu.Unlock()
-	select {
-	case r.dirty.wake <- struct{}{}:
-	default:
-	}
+	return mg.r.Redis.(WholeMarker).Mark(ctx)
 }
 
 // recordLoss records the loss as a state_drift of the pod (no cart).
-func (r *Router) recordLoss(mode tandem.Mode, msg string) {
-	if r.Recorder == nil {
+func (mg *migrator) recordLoss(mode tandem.Mode, msg string) {
+	if mg.r.Recorder == nil {
 		return
 	}
-	r.Recorder.Record(tandem.Comparison{
-		At: r.Now(), Pod: r.Pod, Op: tandem.OpAudit, SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
+	mg.r.Recorder.Record(tandem.Comparison{
+		At: mg.r.Now(), Pod: mg.r.Pod, Op: tandem.OpAudit, SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
 		Primary: tandem.Outcome{Store: mode.SourceOfTruth(), Status: tandem.OutcomeOK, Message: msg},
 		Shadow:  tandem.Outcome{Store: tandem.StoreRedis, Status: "data_lost", Message: msg},
 	})
 }
 
 // redisWhole writes the marker after an operator's resync rebuilt Redis.
-func (r *Router) redisWhole(ctx context.Context) {
-	if m, ok := r.Redis.(WholeMarker); ok && m.Mark(ctx) == nil {
-		r.setStale("")
+func (mg *migrator) redisWhole(ctx context.Context) {
+	if m, ok := mg.r.Redis.(WholeMarker); ok && m.Mark(ctx) == nil {
+		mg.setStale("")
 	}
 }

@@ -9,6 +9,12 @@
 // pod (beyond that the shadow is skipped and recorded as shadow_dropped),
 // and the shadow operations of one cart run in order, so a claim never
 // overtakes the reserve it settles.
+//
+// The work is split by job: Router is the request path (admission, the
+// SoT call, the hand-off to the shadow); its repairer converges what the
+// shadow missed (the dirty carts, their worker, the sweep); its migrator
+// moves holds between the stores in bulk (backfill, audit, resync, the
+// rebuild of a Redis that lost its data).
 package dualwrite
 
 import (
@@ -122,6 +128,9 @@ type Router struct {
 	// SoT call of its latest admitted operation (the order of the SoT's
 	// operations) and its operations open per SoT (admit).
 	carts map[cartKey]*cartOrder
+	// grants are the holds each SoT granted that the other store may not
+	// hold yet (grants.go).
+	grants grantBook
 	// positions serialises, per stripe of positions, a stock count with
 	// the sweep's recount: a recount reads the ledger and then sets Redis,
 	// and a stock count landing between the two would be overwritten.
@@ -134,36 +143,18 @@ type Router struct {
 	shadowCarts map[cartKey]chan struct{}
 	fenced      atomic.Int64 // fences that ran out of time
 	fluxWaits   atomic.Int64 // operations that waited for their cart's work of another SoT
-	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
-	// redis after a Backfill; 0 when not.
-	followUntil atomic.Int64
 	closed      atomic.Bool
 	closeMux    sync.Mutex
+	// stop ends the background work Open started (nil before it and after
+	// Close); guarded by closeMux.
+	stop context.CancelFunc
 
-	dirty      dirtySet
-	sweepCh    chan struct{}
-	sweepMu    sync.Mutex // one sweep at a time
-	statsMu    sync.Mutex
-	results    map[ConvergeResult]int64
-	lastSweep  *SweepReport
-	stopWorker context.CancelFunc
-	workerDone chan struct{}
-	backfillMu sync.Mutex // one backfill at a time
-	// copying is set while a backfill copies: the periodic sweep waits for
-	// the copy's own catch-up (it would converge every hold not copied yet).
-	copying  atomic.Bool
-	backfill *BackfillProgress
-	// paused holds, per shop a backfill is rewriting, the channel closed
-	// when it is done (guarded by mu).
-	paused map[int64]chan struct{}
-	// pausing counts the pauses in force, so that shadow work outside a
-	// backfill never takes mu to look at paused.
-	pausing atomic.Int64
-	// loss watches the pod's Redis for a data loss (redisloss.go).
-	loss redisLoss
-	// grants are the holds each SoT granted that the other store may not
-	// hold yet (grants.go).
-	grants grantBook
+	// repair keeps the shadow equal to the SoT behind the request path: the
+	// dirty carts, their worker, the sweep (repair.go).
+	repair *repairer
+	// migrate moves holds between the stores in bulk: backfill, audit,
+	// resync, the rebuild of a Redis that lost its data (migrate.go).
+	migrate *migrator
 }
 
 // BuyerObserver records buyers' reserve latencies; throttle's Throttle
@@ -191,7 +182,7 @@ type cartKey struct {
 // recorder, ledger or dirty log, the wall clock and no logger. Set the
 // exported fields before Open and before the first request.
 func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
-	return &Router{
+	r := &Router{
 		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
 		ShadowTimeout:  DefaultShadowTimeout,
 		MaxInflight:    DefaultMaxInflight,
@@ -203,10 +194,10 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.Reservation
 		Logger:         nopLogger{},
 		carts:          make(map[cartKey]*cartOrder),
 		shadowCarts:    make(map[cartKey]chan struct{}),
-		dirty:          newDirtySet(),
-		sweepCh:        make(chan struct{}, 1),
-		results:        make(map[ConvergeResult]int64),
 	}
+	r.repair = newRepairer(r)
+	r.migrate = newMigrator(r)
+	return r
 }
 
 // defaults puts back the default of every configuration field set to zero.
@@ -237,12 +228,24 @@ func (r *Router) defaults() {
 	}
 }
 
-// auditSettle is AuditSettle, 4 x ShadowTimeout when unset.
-func (r *Router) auditSettle() time.Duration {
-	if r.AuditSettle > 0 {
-		return r.AuditSettle
+// Open starts the router's background convergence: it loads the pod's
+// dirty carts from the DirtyLog, converges dirty carts with backoff, and
+// sweeps the stores for carts and positions that differ every
+// SweepInterval. Close stops it.
+func (r *Router) Open() error {
+	r.defaults()
+	r.repair.loadDirty()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.closeMux.Lock()
+	defer r.closeMux.Unlock()
+	if r.closed.Load() || r.stop != nil {
+		cancel()
+		return nil
 	}
-	return 4 * r.ShadowTimeout
+	r.stop = cancel
+	r.repair.start(ctx)
+	r.migrate.startLossWatch(ctx)
+	return nil
 }
 
 // Close waits for the shadow operations in flight (new ones are dropped),
@@ -251,14 +254,14 @@ func (r *Router) auditSettle() time.Duration {
 func (r *Router) Close() error {
 	r.closeMux.Lock()
 	r.closed.Store(true)
-	stop, done := r.stopWorker, r.workerDone
-	r.stopWorker = nil
+	stop, done := r.stop, r.repair.done
+	r.stop = nil
 	r.closeMux.Unlock()
 	r.wg.Wait()
 	if stop != nil {
 		stop()
 		<-done
-		r.loss.wg.Wait()
+		r.migrate.waitLossWatch()
 	}
 	return nil
 }
@@ -272,7 +275,7 @@ func (r *Router) Mode() tandem.Mode {
 	if r.Modes != nil {
 		m = r.Modes.Mode(r.Pod)
 	}
-	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.loss.rebuilding.Load())
+	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.migrate.rebuilding())
 }
 
 func (r *Router) store(name string) tandem.ReservationStore {
@@ -297,6 +300,13 @@ func (r *Router) other(s tandem.ReservationStore) tandem.ReservationStore {
 		return r.MySQL
 	}
 	return r.Redis
+}
+
+// call runs one store call under ShadowTimeout.
+func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 func (r *Router) stamp(res *tandem.Reservation, sot string) *tandem.Reservation {
@@ -396,7 +406,7 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 		}
 		return r.stamp(res, sot.Name()), err
 	}
-	if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
+	if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
 		if honoured(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 			return r.stamp(ores, o.Name()), oerr
@@ -445,7 +455,7 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	sot := o.sot
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
-		if o := r.other(sot); o != nil && !r.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
+		if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get)
 			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
@@ -498,7 +508,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 			if tandem.ErrorCode(serr) != tandem.ECONFLICT {
 				// The count may or may not have reached the shadow: the
 				// sweep recounts the position from the ledger at rest.
-				r.sweepSoon()
+				r.repair.sweepSoon()
 			}
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
@@ -540,10 +550,13 @@ func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tan
 // extend it). Tests and the soak use it to reach a state at rest; unlike
 // Close it may run concurrently with new requests.
 func (r *Router) Wait() {
-	for r.pending.Load() > 0 {
+	for !r.shadowIdle() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// shadowIdle reports whether no shadow job is in flight.
+func (r *Router) shadowIdle() bool { return r.pending.Load() == 0 }
 
 // positionLock returns the lock of key's stripe (see Router.positions).
 func (r *Router) positionLock(k tandem.Key) *sync.Mutex {

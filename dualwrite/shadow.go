@@ -215,7 +215,7 @@ func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if havePrimary && !follows(j.op, p) && !p.Failed() {
 		return // the shadow would not have followed it anyway
 	}
-	r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped), false)
+	r.repair.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped), false)
 	if havePrimary && !p.Failed() {
 		dropped := tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeDropped}
 		r.record(o.mode, j.op, o.ck.shop, o.ck.token, p, dropped, false, verdict{})
@@ -236,7 +236,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		if !havePrimary || p.Failed() {
 			// The SoT's answer was lost: it may have settled the cart.
-			r.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped), false)
+			r.repair.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeSkipped), false)
 		}
 		// The line still ends in order: whoever waits for this job (a
 		// convergence, the next job) waits for the jobs before it too.
@@ -248,13 +248,13 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if j.prev != nil {
 		<-j.prev
 	}
-	r.waitShop(base, o.ck.shop)
-	if p.Status == tandem.ENOTFOUND && r.suspect(base, o.ck, o.sot.Name()) {
+	r.migrate.waitShop(base, o.ck.shop)
+	if p.Status == tandem.ENOTFOUND && r.repair.suspect(base, o.ck, o.sot.Name()) {
 		// The shadow's copy may be a hold the SoT refused, still to be
 		// discarded: it is converged, never claimed or released for the
 		// buyer.
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
-		r.markDirty(o.ck, o.sot.Name(), "suspect copy", true)
+		r.repair.markDirty(o.ck, o.sot.Name(), "suspect copy", true)
 		return
 	}
 	sctx, cancel := context.WithTimeout(base, r.ShadowTimeout)
@@ -269,7 +269,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	j.answer(sh, res, err)
 
 	if op != tandem.OpReserve && sh.Status == tandem.ENOTFOUND && !p.Failed() {
-		sh.Message = r.unreserved(o.ck, sh.Message)
+		sh.Message = r.repair.unreserved(o.ck, sh.Message)
 	}
 	v, deferred := r.reconcile(base, j, p, sh)
 	if !p.Failed() && !deferred {
@@ -324,8 +324,8 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 		r.recordPositionDrift(op, v.drift)
 	}
 	refused := op == tandem.OpReserve && (p.Status == tandem.EINSUFFICIENT || p.Status == tandem.ECONFLICT)
-	res, err := r.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
-	r.observe(res, err, 0)
+	res, err := r.repair.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
+	r.repair.observe(res, err, 0)
 	if !boundary && op == tandem.OpReserve && !p.Failed() && r.overtaken(ctx, o, p, sh) {
 		v.contention = true
 	}
@@ -343,9 +343,9 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 		// (or whose shadow reserve timed out and may still land) is
 		// suspect: it must not answer the buyer (see suspect).
 		suspect := refused && authority == o.sot
-		r.markDirtyWith(o.ck, authority.Name(), cause, suspect, later)
+		r.repair.markDirtyWith(o.ck, authority.Name(), cause, suspect, later)
 		if suspect {
-			r.markRefused(o.ck, authority.Name())
+			r.repair.markRefused(o.ck, authority.Name())
 		}
 		return verdict{drift: v.drift}, later != nil
 	}
@@ -359,7 +359,7 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 // orders, as at the sold-out boundary; convergence settles the copy as
 // claimed.
 func (r *Router) overtaken(ctx context.Context, o *op, p, sh tandem.Outcome) bool {
-	return p.Status.Is(tandem.StatusReserved) && sh.Status == tandem.ECONFLICT && r.claimed(ctx, o.ck)
+	return p.Status.Is(tandem.StatusReserved) && sh.Status == tandem.ECONFLICT && r.repair.claimed(ctx, o.ck)
 }
 
 // contention reports whether a reserve's two answers differ only as the

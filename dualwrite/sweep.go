@@ -58,22 +58,13 @@ func deref(p *int64) any {
 	return *p
 }
 
-// Diff compares the stores the pod's mode maintains: every active hold of
-// the SoT must be in the shadow with the same lines and groups and no
-// other hold may be (invariant 5), and every position must agree with the
-// ledger in each store and between the stores. It reads a snapshot of
-// each store one after the other: with traffic, holds in flight show.
-func (r *Router) Diff(ctx context.Context) (*Diff, error) {
-	return r.diff(ctx, r.Mode())
-}
-
-// diff is Diff in the given mode.
-func (r *Router) diff(ctx context.Context, mode tandem.Mode) (*Diff, error) {
-	d, err := r.diffCarts(ctx, mode)
+// diff is Router.Diff in the given mode.
+func (rp *repairer) diff(ctx context.Context, mode tandem.Mode) (*Diff, error) {
+	d, err := rp.diffCarts(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.auditPass(ctx, d.Mode, nil)
+	res, err := rp.auditPass(ctx, d.Mode, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -82,10 +73,10 @@ func (r *Router) diff(ctx context.Context, mode tandem.Mode) (*Diff, error) {
 }
 
 // diffCarts is Diff without the positions.
-func (r *Router) diffCarts(ctx context.Context, mode tandem.Mode) (*Diff, error) {
+func (rp *repairer) diffCarts(ctx context.Context, mode tandem.Mode) (*Diff, error) {
 	d := &Diff{Mode: mode}
-	if shadow := r.store(mode.Shadow()); shadow != nil {
-		sot := r.store(mode.SourceOfTruth())
+	if shadow := rp.r.store(mode.Shadow()); shadow != nil {
+		sot := rp.r.store(mode.SourceOfTruth())
 		// The two listings run side by side (neither is an atomic view
 		// of its store, and the comparison allows for holds in flight
 		// either way): a pod's sweep takes the longer of the two, not
@@ -160,44 +151,41 @@ type SweepReport struct {
 	Left int `json:"left"`
 }
 
-// Sweep compares the stores and converges what differs: each cart from the
-// SoT (in the cart's line, so never across its own shadow work), then each
-// position of the shadow that still disagrees with the ledger, when no
-// shadow work is in flight on this instance.
-func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
-	r.sweepMu.Lock()
-	defer r.sweepMu.Unlock()
-	mode := r.routeMode()
-	rep := &SweepReport{At: r.Now().UTC()}
-	shadow := r.store(mode.Shadow())
+// sweep is Router.Sweep.
+func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
+	rp.sweepMu.Lock()
+	defer rp.sweepMu.Unlock()
+	mode := rp.r.routeMode()
+	rep := &SweepReport{At: rp.r.Now().UTC()}
+	shadow := rp.r.store(mode.Shadow())
 	if shadow == nil {
 		return rep, nil
 	}
-	sot := r.store(mode.SourceOfTruth())
+	sot := rp.r.store(mode.SourceOfTruth())
 	if err := tandem.WaitThrottle(ctx); err != nil {
 		return nil, err
 	}
-	d, err := r.diffCarts(ctx, mode)
+	d, err := rp.diffCarts(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
-	settled := r.settled(d.Carts)
+	settled := rp.r.settled(d.Carts)
 	rep.Holds, rep.Carts, rep.InFlight = d.Holds, len(settled), len(d.Carts)-len(settled)
-	lost, err := r.lostPositions(ctx, sot)
+	lost, err := rp.lostPositions(ctx, sot)
 	if err != nil {
 		return nil, err
 	}
-	rep.Converged = r.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
+	rep.Converged = rp.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
 	if rep.Converged > 0 {
-		if d, err = r.diffCarts(ctx, mode); err != nil {
+		if d, err = rp.diffCarts(ctx, mode); err != nil {
 			return nil, err
 		}
 	}
 	// The carts in flight still differ: they keep the positions they
 	// touch from the audit and the recount below, and count as left.
-	if len(d.Carts) == 0 && !r.copying.Load() {
+	if len(d.Carts) == 0 && !rp.r.migrate.copying() {
 		// The carts agree: the positions must agree with the ledger too.
-		res, err := r.auditPass(ctx, mode, nil)
+		res, err := rp.auditPass(ctx, mode, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -207,41 +195,22 @@ func (r *Router) Sweep(ctx context.Context) (*SweepReport, error) {
 	// differing cart touches disagrees with the ledger is recounted, shadow
 	// or SoT (the legacy stock count and claim each span two systems and
 	// can leave it off), when no shadow work is in flight here.
-	if r.pending.Load() == 0 && !r.copying.Load() {
-		if d, err = r.recount(ctx, mode, sot, shadow, d, rep); err != nil {
+	if rp.r.shadowIdle() && !rp.r.migrate.copying() {
+		if d, err = rp.recount(ctx, mode, sot, shadow, d, rep); err != nil {
 			return nil, err
 		}
 	}
 	rep.Left = len(d.Carts) + len(d.Positions)
-	r.statsMu.Lock()
-	r.lastSweep = rep
-	r.statsMu.Unlock()
+	rp.statsMu.Lock()
+	rp.lastSweep = rep
+	rp.statsMu.Unlock()
 	return rep, nil
-}
-
-// settled returns the carts of carts that have no operation under way on
-// this instance: the ones the sweep converges. A cart whose reserve the SoT answered a
-// moment ago differs until its shadow operation lands, and that operation
-// reconciles it: converging it here too only doubles the work (and on a
-// busy pod, the sweep would converge dozens of such carts at every turn,
-// then list every hold again). A cart in flight on another instance is
-// still converged here.
-func (r *Router) settled(carts []CartDiff) []CartDiff {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []CartDiff
-	for _, c := range carts {
-		if r.carts[cartKey{c.ShopID, c.CartToken}] == nil { // kept while an operation is not finished
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // convergeDiffering converges each differing cart from the SoT, in the
 // cart's line, and says how many it made equal. It leaves alone the carts
 // the worker has and those on positions the SoT lost.
-func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, carts []CartDiff, lost map[tandem.Key]bool) int {
+func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, carts []CartDiff, lost map[tandem.Key]bool) int {
 	converged := 0
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -252,7 +221,7 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 	round, roundStart := 0, time.Now()
 	for _, c := range carts {
 		ck := cartKey{c.ShopID, c.CartToken}
-		if r.isDirty(ck) {
+		if rp.isDirty(ck) {
 			continue // the worker has it, with the authority that answered the buyer
 		}
 		if touches(c, lost) {
@@ -269,7 +238,7 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 		sem <- struct{}{}
 		// Shadow work, in one of the router's MaxInflight slots; a cart
 		// left for want of one is compared again by the next sweep.
-		if !r.takeSlot() {
+		if !rp.r.takeSlot() {
 			<-sem
 			break
 		}
@@ -277,28 +246,28 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			defer r.freeSlot()
-			prev, line := r.enqueue(ck)
+			defer rp.r.freeSlot()
+			prev, line := rp.r.enqueue(ck)
 			if prev != nil {
 				<-prev
 			}
-			if r.routeMode().SourceOfTruth() != sot.Name() {
+			if rp.r.routeMode().SourceOfTruth() != sot.Name() {
 				// The SoT changed since the stores were compared: the cart
 				// is the new SoT's now (the next sweep compares again).
-				r.dequeue(ck, line)
+				rp.r.dequeue(ck, line)
 				return
 			}
-			res, err := r.convergeCart(ctx, ck, sot, shadow, false)
-			r.dequeue(ck, line)
+			res, err := rp.convergeCart(ctx, ck, sot, shadow, false)
+			rp.r.dequeue(ck, line)
 			if res != ConvergeEqual || err != nil {
-				r.observe(res, err, 0)
+				rp.observe(res, err, 0)
 			}
 			if res == ConvergeRepaired {
 				// A difference no failure explained: drift, reported as such.
-				r.recordDrift(mode, c)
+				rp.recordDrift(mode, c)
 			}
 			if err != nil {
-				r.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err), true) // unexplained: suspect
+				rp.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err), true) // unexplained: suspect
 				return
 			}
 			mu.Lock()
@@ -313,7 +282,7 @@ func (r *Router) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, s
 // recount sets again from the ledger each position of either store that
 // disagrees with it and that no differing cart of d touches, and returns
 // the differences left.
-func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, d *Diff, rep *SweepReport) (*Diff, error) {
+func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, d *Diff, rep *SweepReport) (*Diff, error) {
 	var err error
 	busy := map[tandem.Key]bool{}
 	for _, c := range d.Carts {
@@ -325,7 +294,7 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 	}
 	if len(d.Carts) > 0 {
 		// Positions were not read above: read them now.
-		res, err := r.auditPass(ctx, mode, nil)
+		res, err := rp.auditPass(ctx, mode, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -337,7 +306,7 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 			continue
 		}
 		recounted := false
-		pl := r.positionLock(k)
+		pl := rp.r.positionLock(k)
 		pl.Lock()
 		for _, st := range []tandem.ReservationStore{sot, shadow} {
 			if rc, ok := st.(tandem.Recounter); ok {
@@ -352,7 +321,7 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 		}
 	}
 	if len(rep.Recounted) > 0 {
-		if d, err = r.diff(ctx, mode); err != nil {
+		if d, err = rp.diff(ctx, mode); err != nil {
 			return nil, err
 		}
 	}
@@ -361,11 +330,11 @@ func (r *Router) recount(ctx context.Context, mode tandem.Mode, sot, shadow tand
 
 // lostPositions returns the positions where a Redis SoT's count disagrees
 // with the ledger (none for MySQL, whose count is the ledger's).
-func (r *Router) lostPositions(ctx context.Context, sot tandem.ReservationStore) (map[tandem.Key]bool, error) {
-	if sot.Name() != tandem.StoreRedis || r.Ledger == nil {
+func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ReservationStore) (map[tandem.Key]bool, error) {
+	if sot.Name() != tandem.StoreRedis || rp.r.Ledger == nil {
 		return nil, nil
 	}
-	ledger, err := r.Ledger.ListOnHand(ctx)
+	ledger, err := rp.r.Ledger.ListOnHand(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -397,22 +366,14 @@ func touches(c CartDiff, lost map[tandem.Key]bool) bool {
 	return false
 }
 
-func (r *Router) isDirty(ck cartKey) bool {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	return r.dirty.m[ck] != nil
-}
-
-// Converged waits until the pod's stores agree hold by hold and with the
-// ledger, and no cart is dirty, or until ctx ends; it returns the last
-// differences seen. Tests and the soak use it once traffic has stopped.
-func (r *Router) Converged(ctx context.Context) (*Diff, error) {
+// converged is Router.Converged.
+func (rp *repairer) converged(ctx context.Context) (*Diff, error) {
 	var last *Diff
 	for {
-		r.Wait()
-		d, err := r.Diff(ctx)
+		rp.r.Wait()
+		d, err := rp.diff(ctx, rp.r.Mode())
 		if err == nil {
-			if d.Empty() && r.DirtyCarts() == 0 {
+			if d.Empty() && rp.dirtyCarts() == 0 {
 				return d, nil
 			}
 			last = d
@@ -420,19 +381,19 @@ func (r *Router) Converged(ctx context.Context) (*Diff, error) {
 		select {
 		case <-ctx.Done():
 			if last == nil {
-				return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
+				return nil, fmt.Errorf("pod %s: %w", rp.r.Pod, err)
 			}
-			st := r.ConvergeStats()
+			st := rp.stats()
 			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v; %s",
-				r.Pod, st.Dirty, r.dirtySample(), st.Results, st.LastSweep, last)
+				rp.r.Pod, st.Dirty, rp.dirtySample(), st.Results, st.LastSweep, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
 // recordDrift reports a cart the sweep found different and converged.
-func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
-	if r.Recorder == nil {
+func (rp *repairer) recordDrift(mode tandem.Mode, c CartDiff) {
+	if rp.r.Recorder == nil {
 		return
 	}
 	state := func(store string, lines []tandem.Line) tandem.Outcome {
@@ -442,23 +403,105 @@ func (r *Router) recordDrift(mode tandem.Mode, c CartDiff) {
 		}
 		return o
 	}
-	r.Recorder.Record(tandem.Comparison{
-		At: r.Now(), Pod: r.Pod, Op: tandem.OpAudit, ShopID: c.ShopID, CartToken: c.CartToken,
+	rp.r.Recorder.Record(tandem.Comparison{
+		At: rp.r.Now(), Pod: rp.r.Pod, Op: tandem.OpAudit, ShopID: c.ShopID, CartToken: c.CartToken,
 		SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
 		Primary: state(mode.SourceOfTruth(), c.SoT), Shadow: state(mode.Shadow(), c.Shadow),
 	})
 }
 
-// dirtySample describes a few dirty carts and why they are dirty.
-func (r *Router) dirtySample() string {
-	r.dirty.mu.Lock()
-	defer r.dirty.mu.Unlock()
-	out := ""
-	for ck, e := range r.dirty.m {
-		if len(out) > 300 {
-			break
-		}
-		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
+type auditResult struct {
+	checked int
+	drifted []tandem.Drift
+}
+
+func (rp *repairer) auditPass(ctx context.Context, mode tandem.Mode, only map[tandem.Key]bool) (auditResult, error) {
+	// The pass's first page asks the pod's throttle too (the stores ask
+	// before each next one, tandem.Pace).
+	if err := tandem.WaitThrottle(ctx); err != nil {
+		return auditResult{}, fmt.Errorf("audit %s: %w", rp.r.Pod, err)
 	}
-	return out
+	ledger, err := rp.r.Ledger.ListOnHand(ctx)
+	if err != nil {
+		return auditResult{}, fmt.Errorf("audit %s: ledger: %w", rp.r.Pod, err)
+	}
+	keys := make(map[tandem.Key]bool, len(ledger))
+	for k := range ledger {
+		keys[k] = true
+	}
+	var redis, mysql map[tandem.Key]tandem.Counters
+	broken := make(map[tandem.Key]bool)
+	if mode != tandem.ModeMySQLOnly {
+		if redis, err = rp.snapshot(ctx, rp.r.Redis, keys, broken); err != nil {
+			return auditResult{}, err
+		}
+	}
+	if mode != tandem.ModeRedis {
+		if mysql, err = rp.snapshot(ctx, rp.r.MySQL, keys, broken); err != nil {
+			return auditResult{}, err
+		}
+	}
+	var res auditResult
+	for k := range keys {
+		if only != nil && !only[k] {
+			continue
+		}
+		res.checked++
+		onHand := ledger[k]
+		d := tandem.Drift{ShopID: k.ShopID, ItemID: k.ItemID, GroupID: k.GroupID, LedgerOnHand: onHand}
+		bad := broken[k]
+		var ra, ma int64
+		if redis != nil {
+			c := redis[k]
+			ra = c.Available
+			d.RedisAvailable = &ra
+			bad = bad || c.Available+c.Reserved != onHand || c.Available < 0
+		}
+		if mysql != nil {
+			c := mysql[k]
+			ma = c.Available
+			d.MySQLAvailable = &ma
+			bad = bad || c.OnHand != onHand || c.Available < 0
+		}
+		if redis != nil && mysql != nil && ra != ma {
+			bad = true
+		}
+		if bad {
+			res.drifted = append(res.drifted, d)
+		}
+	}
+	sort.Slice(res.drifted, func(i, j int) bool {
+		a, b := res.drifted[i], res.drifted[j]
+		if a.ShopID != b.ShopID {
+			return a.ShopID < b.ShopID
+		}
+		if a.ItemID != b.ItemID {
+			return a.ItemID < b.ItemID
+		}
+		return a.GroupID < b.GroupID
+	})
+	return res, nil
+}
+
+// snapshot lists a store's counters, adds its positions to keys and marks
+// the positions whose store invariants are broken.
+func (rp *repairer) snapshot(ctx context.Context, s tandem.ReservationStore, keys, broken map[tandem.Key]bool) (map[tandem.Key]tandem.Counters, error) {
+	list, err := s.ListCounters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %s counters: %w", rp.r.Pod, s.Name(), err)
+	}
+	m := make(map[tandem.Key]tandem.Counters, len(list))
+	for _, c := range list {
+		m[c.Key] = c
+		keys[c.Key] = true
+	}
+	vs, err := s.CheckInvariants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %s invariants: %w", rp.r.Pod, s.Name(), err)
+	}
+	for _, v := range vs {
+		broken[v.Key] = true
+		keys[v.Key] = true
+	}
+	return m, nil
 }

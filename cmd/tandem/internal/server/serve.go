@@ -399,7 +399,7 @@ func (m *Main) start(ctx context.Context) error {
 func (m *Main) serveAll(checkoutLn, adminLn, metricsLn net.Listener) {
 	metrics := web.NewMetrics(m.registry)
 	checkout := &web.Server{Checkout: m.fleet, APIToken: m.APIToken, Logger: m.Logger, Metrics: metrics}
-	reports := convergenceReports{AdminService: m.ctl, fleet: m.fleet}
+	reports := m.fleet.Reports(m.ctl)
 	m.history = history.New(history.Config{Report: reports.Report, Interval: m.HistoryInterval, Logger: m.Logger})
 	m.history.Open()
 	m.closers = append(m.closers, m.history.Close)
@@ -670,25 +670,6 @@ func (m *Main) controlAction() func(tandem.AuditLogEntry) {
 			m.hooks.Notify(e)
 		}
 	}
-}
-
-// convergenceReports adds each pod's shadow convergence on this instance to
-// the admin API's reports.
-type convergenceReports struct {
-	tandem.AdminService
-	fleet *dualwrite.Fleet
-}
-
-// Report implements tandem.AdminService.
-func (c convergenceReports) Report(ctx context.Context) ([]tandem.Report, error) {
-	reps, err := c.AdminService.Report(ctx)
-	for i := range reps {
-		if r, perr := c.fleet.Pod(reps[i].Pod); perr == nil {
-			conv := r.Convergence()
-			reps[i].Convergence = &conv
-		}
-	}
-	return reps, err
 }
 
 // redisStale says why a pod's Redis is known not to be whole, for the kill
