@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,11 +76,12 @@ const (
 	// markDirtySQL keeps a suspect mark suspect while its authority stays
 	// (suspect is assigned before authority: MySQL evaluates the
 	// assignments in order, each seeing the ones before).
-	markDirtySQL   = "/* conn_tag='converge' */ INSERT INTO shadow_dirty (shop_id, cart_token, authority, suspect, since, marked_at) VALUES %s ON DUPLICATE KEY UPDATE suspect = IF(authority = VALUES(authority), suspect OR VALUES(suspect), VALUES(suspect)), authority = VALUES(authority), marked_at = GREATEST(marked_at, VALUES(marked_at))"
-	dirtyValuesSQL = "(?, ?, ?, ?, ?, ?)"
-	listDirtySQL   = "/* conn_tag='converge' */ SELECT shop_id, cart_token, authority, suspect, since, marked_at FROM shadow_dirty ORDER BY since LIMIT ?"
-	clearDirtySQL  = "/* conn_tag='converge' */ DELETE FROM shadow_dirty WHERE shop_id = ? AND cart_token = ? AND marked_at <= ?"
-	lookupDirtySQL = "/* conn_tag='converge' */ SELECT authority, suspect, since, marked_at FROM shadow_dirty WHERE shop_id = ? AND cart_token = ?"
+	markDirtySQL      = "/* conn_tag='converge' */ INSERT INTO shadow_dirty (shop_id, cart_token, authority, suspect, since, marked_at) VALUES %s ON DUPLICATE KEY UPDATE suspect = IF(authority = VALUES(authority), suspect OR VALUES(suspect), VALUES(suspect)), authority = VALUES(authority), marked_at = GREATEST(marked_at, VALUES(marked_at))"
+	dirtyValuesSQL    = "(?, ?, ?, ?, ?, ?)"
+	listDirtySQL      = "/* conn_tag='converge' */ SELECT shop_id, cart_token, authority, suspect, since, marked_at FROM shadow_dirty ORDER BY since LIMIT ?"
+	clearDirtySQL     = "/* conn_tag='converge' */ DELETE FROM shadow_dirty WHERE "
+	clearDirtyCondSQL = "(shop_id = ? AND cart_token = ? AND marked_at <= ?)"
+	lookupDirtySQL    = "/* conn_tag='converge' */ SELECT authority, suspect, since, marked_at FROM shadow_dirty WHERE shop_id = ? AND cart_token = ?"
 )
 
 // LookupDirty implements tandem.DirtyLog.
@@ -112,18 +114,27 @@ func (s *Store) MarkDirty(ctx context.Context, carts []tandem.DirtyCart) error {
 	if s.db == nil {
 		return errNotOpen
 	}
-	vals := make([]string, len(carts))
-	args := make([]any, 0, 6*len(carts))
-	for i, c := range carts {
-		vals[i] = dirtyValuesSQL
-		args = append(args, c.ShopID, c.CartToken, c.Authority, c.Suspect, c.Since.UTC(), c.MarkedAt.UTC())
-	}
-	stmt := fmt.Sprintf(markDirtySQL, strings.Join(vals, ", "))
-	return s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
-		_, err := conn.ExecContext(ctx, stmt, args...)
-		return err
+	// A backlog of tens of thousands of marks goes in statements of
+	// dirtyChunk rows, all in one transaction (one commit).
+	return s.withTx(ctx, tagConverge, func(tx *sql.Tx) error {
+		for part := range slices.Chunk(carts, dirtyChunk) {
+			vals := make([]string, len(part))
+			args := make([]any, 0, 6*len(part))
+			for i, c := range part {
+				vals[i] = dirtyValuesSQL
+				args = append(args, c.ShopID, c.CartToken, c.Authority, c.Suspect, c.Since.UTC(), c.MarkedAt.UTC())
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(markDirtySQL, strings.Join(vals, ", ")), args...); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
+
+// dirtyChunk is how many carts one statement of MarkDirty or ClearDirty
+// names.
+const dirtyChunk = 500
 
 // DirtyCarts implements tandem.DirtyLog.
 func (s *Store) DirtyCarts(ctx context.Context, limit int) ([]tandem.DirtyCart, error) {
@@ -159,9 +170,19 @@ func (s *Store) ClearDirty(ctx context.Context, carts []tandem.DirtyCart) error 
 	if s.db == nil {
 		return errNotOpen
 	}
-	return s.withConn(ctx, tagConverge, func(conn *sql.Conn) error {
-		for _, c := range carts {
-			if _, err := conn.ExecContext(ctx, clearDirtySQL, c.ShopID, c.CartToken, c.MarkedAt.UTC()); err != nil {
+	// One statement per dirtyChunk carts, one commit for all: the worker
+	// clears a round of up to 1,024 converged carts at a time, and a
+	// statement (and a commit) per cart made the clearing, not the
+	// convergence, the worker's bottleneck.
+	return s.withTx(ctx, tagConverge, func(tx *sql.Tx) error {
+		for part := range slices.Chunk(carts, dirtyChunk) {
+			conds := make([]string, len(part))
+			args := make([]any, 0, 3*len(part))
+			for i, c := range part {
+				conds[i] = clearDirtyCondSQL
+				args = append(args, c.ShopID, c.CartToken, c.MarkedAt.UTC())
+			}
+			if _, err := tx.ExecContext(ctx, clearDirtySQL+strings.Join(conds, " OR "), args...); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package mysqlres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,4 +55,40 @@ func TestDirtyLog_Suspect(t *testing.T) {
 	want("refused", tandem.StoreMySQL, false)
 	mark("refused", tandem.StoreMySQL, true, 4)
 	want("refused", tandem.StoreMySQL, true)
+}
+
+// A backlog of marks and clears larger than one statement's chunk goes in
+// and out whole; a clear removes only a mark made no later than the one
+// it names, so a cart marked again after its convergence stays dirty.
+func TestDirtyLog_MarkAndClearInChunks(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpenStore(t)
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var carts []tandem.DirtyCart
+	for i := range 1234 {
+		carts = append(carts, tandem.DirtyCart{ShopID: int64(1 + i%7), CartToken: fmt.Sprintf("c-%d", i),
+			Authority: tandem.StoreRedis, Since: at, MarkedAt: at})
+	}
+	if err := s.MarkDirty(ctx, carts); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DirtyCarts(ctx, 10_000); err != nil || len(got) != len(carts) {
+		t.Fatalf("DirtyCarts after marking %d: got %d, %v", len(carts), len(got), err)
+	}
+	// c-5 is marked again after the convergence the clear reports.
+	again := carts[5]
+	again.MarkedAt = at.Add(time.Second)
+	if err := s.MarkDirty(ctx, []tandem.DirtyCart{again}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearDirty(ctx, carts); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.DirtyCarts(ctx, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].CartToken != again.CartToken || !got[0].MarkedAt.Equal(again.MarkedAt) {
+		t.Errorf("DirtyCarts after clearing every cart as of its first mark: got %+v, want only %s marked again", got, again.CartToken)
+	}
 }
