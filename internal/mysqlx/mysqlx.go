@@ -131,5 +131,17 @@ func shortReason(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "connection timed out"
 	}
+	// The rest name the driver's own word for it, so that a rare failure
+	// can be told apart in a log.
+	switch {
+	case errors.Is(err, driver.ErrBadConn):
+		return "connection failed (bad connection)"
+	case errors.Is(err, mysql.ErrInvalidConn):
+		return "connection failed (closed during the request)"
+	case errors.Is(err, sql.ErrConnDone):
+		return "connection failed (connection already closed)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection failed (closed by the server)"
+	}
 	return "connection failed"
 }

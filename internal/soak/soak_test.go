@@ -571,7 +571,17 @@ func (r *run) cut(p *soakPod) {
 	p.paused(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		a, err := p.router.Audit(ctx)
+		// The audit may find a connection the cut left broken and answer
+		// unavailable, as a request would; the operator retries it, and
+		// the run logs why it had to.
+		var a *tandem.Audit
+		var err error
+		for try := 1; ; try++ {
+			if a, err = p.router.Audit(ctx); tandem.ErrorCode(err) != tandem.EUNAVAILABLE || try == 3 {
+				break
+			}
+			r.t.Logf("audit of %s after the cut, try %d: %v; retried", p.name, try, err)
+		}
 		if err != nil {
 			r.t.Errorf("audit of %s after the cut: %v", p.name, err)
 			return
