@@ -35,7 +35,7 @@ func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, er
 
 func (c *Controller) status(pod string) tandem.PodStatus {
 	cfg, _ := c.config(pod)
-	st := c.state.Load().pods[pod]
+	st := c.state(pod)
 	c.observeKillSwitch()
 	killed := c.engaged(pod)
 	eff := st.mode.Effective(killed)

@@ -13,9 +13,9 @@ import (
 // with a Fleet, resumes the transitions left behind and starts the loop
 // that looks for more.
 func (c *Controller) startLoops(ctx context.Context) {
-	c.loop(c.PollInterval, "reload pod modes", c.pollOnce)
+	c.loop(c.PollInterval, "reload pod modes", c.poll)
 	c.loop(c.HeartbeatInterval, "heartbeat", func(ctx context.Context) error {
-		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.version.Load())
+		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.Version())
 	})
 	c.loop(c.AbortInterval, "automatic abort", func(ctx context.Context) error {
 		c.CheckAbort(ctx)
@@ -52,15 +52,4 @@ func (c *Controller) loop(every time.Duration, what string, fn func(context.Cont
 			}
 		}
 	}()
-}
-
-func (c *Controller) pollOnce(ctx context.Context) error {
-	v, err := c.Store.Version(ctx)
-	if err != nil {
-		return err
-	}
-	if v == c.version.Load() {
-		return nil
-	}
-	return c.Reload(ctx)
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -233,13 +232,8 @@ type Controller struct {
 	// (POD.throttle); nil shows the manual throttle alone.
 	Throttles ThrottleStates
 
-	state atomic.Pointer[podTable]
-	// manual holds the manual throttles, loaded with the pod modes.
-	manual  atomic.Pointer[manualTable]
-	version atomic.Int64
-	// reloadMu serializes reloads so that an older read never replaces a
-	// newer one.
-	reloadMu sync.Mutex
+	// podModes answers Mode from New on (podmodes.go).
+	*podModes
 
 	trMu        sync.Mutex
 	transitions map[string]*transitionRun
@@ -255,7 +249,6 @@ type Controller struct {
 	rehearseMu sync.Mutex
 	rehearsals map[string]*rehearsalRun
 
-	startedAt time.Time
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -266,16 +259,6 @@ var _ tandem.AdminService = (*Controller)(nil)
 
 var _ tandem.PlanService = (*Controller)(nil)
 
-type podState struct {
-	mode      tandem.Mode
-	updatedAt time.Time
-}
-
-type podTable struct {
-	version int64
-	pods    map[string]podState
-}
-
 // New returns a Controller of cfg's pods over store. Its modes are
 // unknown ("") until Open loads the persisted ones: a pod's router must
 // not act on the configured initial mode when the control database holds
@@ -283,11 +266,9 @@ type podTable struct {
 // and the pods' routers read this Controller's modes, so they are built
 // after it.
 func New(cfg Config, store StateStore) *Controller {
-	c := &Controller{Config: cfg.withDefaults(), Store: store,
+	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs),
 		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
 		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
-	c.state.Store(&podTable{pods: map[string]podState{}})
-	c.manual.Store(&manualTable{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -301,22 +282,11 @@ func (c *Controller) Open(ctx context.Context) error {
 			return fmt.Errorf("pod %s: invalid initial mode %q", p.Name, p.Mode)
 		}
 	}
-	pods := make([]tandem.Pod, len(c.PodConfigs))
-	initial := make(map[string]podState, len(c.PodConfigs))
-	for i, p := range c.PodConfigs {
-		pods[i] = tandem.Pod{Name: p.Name, Shops: p.Shops, Mode: p.Mode}
-		initial[p.Name] = podState{mode: p.Mode}
-	}
-	c.state.Store(&podTable{pods: initial})
 	now := c.Now().UTC()
-	if err := c.Store.InitPods(ctx, pods, now); err != nil {
-		return fmt.Errorf("init pods: %w", err)
-	}
-	if err := c.Reload(ctx); err != nil {
+	if err := c.podModes.open(ctx, now); err != nil {
 		return err
 	}
-	c.startedAt = now
-	in := tandem.Instance{ID: c.InstanceID, Addr: c.Addr, StartedAt: now, LastSeen: now, ControlVersion: c.version.Load()}
+	in := tandem.Instance{ID: c.InstanceID, Addr: c.Addr, StartedAt: now, LastSeen: now, ControlVersion: c.Version()}
 	if err := c.Store.RegisterInstance(ctx, in); err != nil {
 		return fmt.Errorf("register instance: %w", err)
 	}
@@ -345,45 +315,6 @@ func (c *Controller) changed(e tandem.AuditLogEntry) {
 		c.OnChange(e)
 	}
 }
-
-// Reload reads the persisted pod modes and applies them.
-func (c *Controller) Reload(ctx context.Context) error {
-	c.reloadMu.Lock()
-	defer c.reloadMu.Unlock()
-	stored, version, err := c.Store.Pods(ctx)
-	if err != nil {
-		return fmt.Errorf("load pod modes: %w", err)
-	}
-	if version < c.version.Load() {
-		return nil
-	}
-	if err := c.loadThrottles(ctx); err != nil {
-		return err
-	}
-	next := &podTable{version: version, pods: make(map[string]podState, len(c.PodConfigs))}
-	old := c.state.Load()
-	for _, p := range c.PodConfigs {
-		next.pods[p.Name] = old.pods[p.Name]
-	}
-	for _, p := range stored {
-		if _, ok := next.pods[p.Name]; ok {
-			next.pods[p.Name] = podState{mode: p.Mode, updatedAt: p.UpdatedAt}
-		}
-	}
-	c.state.Store(next)
-	c.version.Store(version)
-	return nil
-}
-
-// Mode returns pod's persisted mode ("" for an unknown pod, and for every
-// pod before Open). It reads memory only and is safe on the hot path; the
-// mode the pod runs in is Mode(pod).Effective(killSwitch.Engaged(pod)).
-func (c *Controller) Mode(pod string) tandem.Mode {
-	return c.state.Load().pods[pod].mode
-}
-
-// Version returns the control version this instance has applied.
-func (c *Controller) Version() int64 { return c.version.Load() }
 
 func (c *Controller) config(pod string) (PodConfig, bool) {
 	for _, p := range c.PodConfigs {

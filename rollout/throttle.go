@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/tandemhq/tandem"
 )
@@ -29,13 +28,6 @@ type ThrottleStates interface {
 }
 
 var _ tandem.ThrottleService = (*Controller)(nil)
-
-// ManualThrottle returns pod's manual throttle as last loaded, and whether
-// one is on. It reads memory only.
-func (c *Controller) ManualThrottle(pod string) (tandem.ManualThrottle, bool) {
-	m, ok := c.manual.Load().throttles[pod]
-	return m, ok && m.On
-}
 
 // SetThrottle turns pod's manual throttle on or off (tandem.ThrottleService).
 func (c *Controller) SetThrottle(ctx context.Context, pod string, on bool, ch tandem.Change) (*tandem.PodStatus, error) {
@@ -72,25 +64,6 @@ func (c *Controller) SetThrottle(ctx context.Context, pod string, on bool, ch ta
 	st := []tandem.PodStatus{c.status(pod)}
 	c.remoteTransitions(ctx, st)
 	return &st[0], nil
-}
-
-// loadThrottles reads the manual throttles when the store keeps them.
-func (c *Controller) loadThrottles(ctx context.Context) error {
-	ts, ok := c.Store.(throttleStore)
-	if !ok {
-		return nil
-	}
-	m, err := ts.Throttles(ctx)
-	if err != nil {
-		return fmt.Errorf("load throttles: %w", err)
-	}
-	c.manual.Store(&manualTable{throttles: m})
-	return nil
-}
-
-// manualTable is the manual throttles as last loaded, by pod.
-type manualTable struct {
-	throttles map[string]tandem.ManualThrottle
 }
 
 // throttleState is POD.throttle: the instance's throttle of pod, or, when
