@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/tandemhq/tandem"
 )
@@ -54,20 +53,6 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Transition:    c.transition(pod),
 		Throttle:      c.throttleState(pod),
 	}
-}
-
-// lastAuditAt is when pod's last audit ran, nil when none has, so that the
-// views tell "no audit yet" from "not clean".
-func (c *Controller) lastAuditAt(pod string) *time.Time {
-	if c.Comparator == nil {
-		return nil
-	}
-	at, _, ok := c.Comparator.LastAudit(pod)
-	if !ok {
-		return nil
-	}
-	at = at.UTC()
-	return &at
 }
 
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must

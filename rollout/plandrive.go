@@ -187,7 +187,7 @@ func (c *Controller) advancePod(ctx context.Context, d *planDoc, p *planPod) boo
 		if !p.Passed {
 			p.Passes++
 		}
-		if need := c.Gates.passesRequired(); p.Passes < need {
+		if need := g.PassesRequired; p.Passes < need {
 			p.Waiting = fmt.Sprintf("gates passing: %d of %d evaluations in a row", p.Passes, need)
 			return false
 		}
@@ -274,7 +274,8 @@ func (c *Controller) promote(ctx context.Context, d *planDoc, p *planPod, from, 
 // every planAuditEvery per pod. It runs in the background: an audit of a
 // big pod can outlast the lease, which the driver's turns must renew.
 func (c *Controller) auditForGates(p *planPod, g tandem.PlanGates) {
-	if c.Fleet == nil || !c.Gates.RequireAudit || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
+	// Without RequireAudit, g has no audit check to look at.
+	if c.Fleet == nil || (p.AuditedBy == c.InstanceID && c.Now().Sub(p.AuditedAt) < planAuditEvery) {
 		return
 	}
 	for _, ch := range g.Checks {

@@ -232,16 +232,17 @@ type Controller struct {
 	// (POD.throttle); nil shows the manual throttle alone.
 	Throttles ThrottleStates
 
-	// podModes answers Mode from New on (podmodes.go).
+	// The parts, each doing one job with its own fields; their exported
+	// methods are the Controller's. podModes answers Mode from New on
+	// (podmodes.go); the others are built again by Open (assemble).
 	*podModes
+	*gateKeeper
 
 	trMu        sync.Mutex
 	transitions map[string]*transitionRun
 	// auditing lists the pods whose audit the plan runs (under trMu).
 	auditing map[string]bool
 
-	abortMu    sync.Mutex
-	abortMarks map[string]abortMark
 	// confirms are the plan's confirm webhook calls, by pod.
 	confirmMu sync.Mutex
 	confirms  map[string]*confirmRun
@@ -267,10 +268,18 @@ var _ tandem.PlanService = (*Controller)(nil)
 // after it.
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs),
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
+		transitions: map[string]*transitionRun{}, auditing: map[string]bool{},
 		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.assemble()
 	return c
+}
+
+// assemble builds the Controller's parts from its configuration and
+// dependencies. New assembles them so that a Controller answers before
+// Open; Open assembles them again with what was set meanwhile.
+func (c *Controller) assemble() {
+	c.gateKeeper = newGateKeeper(c.Gates, c.Comparator, c.Switch, c.podModes.pods, c.Now)
 }
 
 // Open stores the configured pods that the control database does not know
@@ -282,6 +291,7 @@ func (c *Controller) Open(ctx context.Context) error {
 			return fmt.Errorf("pod %s: invalid initial mode %q", p.Name, p.Mode)
 		}
 	}
+	c.assemble()
 	now := c.Now().UTC()
 	if err := c.podModes.open(ctx, now); err != nil {
 		return err
@@ -326,7 +336,18 @@ func (c *Controller) config(pod string) (PodConfig, bool) {
 }
 
 func (c *Controller) engaged(pod string) bool {
-	return c.Switch != nil && c.Switch.Engaged(pod)
+	return engaged(c.Switch, pod)
+}
+
+// switchReader is the kill switch as the parts that only read it see it.
+type switchReader interface {
+	Engaged(pod string) bool
+}
+
+// engaged reports whether pod's kill switch is engaged; a Controller
+// without a kill switch has none engaged.
+func engaged(sw switchReader, pod string) bool {
+	return sw != nil && sw.Engaged(pod)
 }
 
 func unknownPod(pod string) error {
