@@ -63,7 +63,7 @@ func (c *Controller) confirmed(d *planDoc, p *planPod, from, to tandem.Mode) boo
 	if len(urls) == 0 {
 		return true
 	}
-	if c.Confirmer == nil || c.ctx.Err() != nil {
+	if c.Confirmer == nil || c.life.ctx.Err() != nil {
 		p.Waiting = "confirm webhooks are set but this instance cannot call them"
 		return false
 	}
@@ -91,8 +91,7 @@ func (c *Controller) confirmed(d *planDoc, p *planPod, from, to tandem.Mode) boo
 	if from == tandem.ModeShadow && set.RehearsalSpeed > 0 {
 		promo.Gates = withCheck(promo.Gates, rehearsalCheck(*p, set))
 	}
-	c.wg.Add(1)
-	go c.askConfirm(key, promo, urls, confirmTimeout(set))
+	c.life.start(func() { c.askConfirm(key, promo, urls, confirmTimeout(set)) })
 	p.Waiting = waitingForConfirm(before, len(urls))
 	return false
 }
@@ -123,14 +122,13 @@ func confirmTimeout(set PlanSettings) time.Duration {
 // timeout, and records the first refusal in URL order (none when all
 // answered 2xx).
 func (c *Controller) askConfirm(key string, promo tandem.Promotion, urls []string, timeout time.Duration) {
-	defer c.wg.Done()
 	refusals := make([]string, len(urls))
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(c.ctx, timeout)
+			ctx, cancel := context.WithTimeout(c.life.ctx, timeout)
 			defer cancel()
 			err := c.Confirmer.Confirm(ctx, u, promo)
 			switch {
@@ -150,7 +148,7 @@ func (c *Controller) askConfirm(key string, promo tandem.Promotion, urls []strin
 			break
 		}
 	}
-	if c.ctx.Err() != nil {
+	if c.life.ctx.Err() != nil {
 		return
 	}
 	c.confirmMu.Lock()

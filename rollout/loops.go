@@ -33,23 +33,21 @@ func (c *Controller) startLoops(ctx context.Context) {
 // loop runs fn every interval until Close, each run bounded by
 // storeTimeout, and reports its failures as what.
 func (c *Controller) loop(every time.Duration, what string, fn func(context.Context) error) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.life.start(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-c.ctx.Done():
+			case <-c.life.ctx.Done():
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
+			ctx, cancel := context.WithTimeout(c.life.ctx, storeTimeout)
 			err := fn(ctx)
 			cancel()
-			if err != nil && c.ctx.Err() == nil {
+			if err != nil && c.life.ctx.Err() == nil {
 				c.report(fmt.Errorf("%s: %w", what, err))
 			}
 		}
-	}()
+	})
 }

@@ -37,7 +37,7 @@ func (c *Controller) SetMode(ctx context.Context, pod string, ch tandem.ModeChan
 	ch.Change = change
 	from := c.Mode(pod)
 	if ch.Mode == tandem.ModeRedis && from == tandem.ModeRedis && !ch.DryRun {
-		if err := c.cancelTransition(ctx, pod, ch.Change); err != nil {
+		if err := c.transitions.cancel(ctx, pod, ch.Change); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -119,4 +119,24 @@ func (c *Controller) refusals(ctx context.Context, pod string, from tandem.Mode,
 // switch only ever moves a pod toward Redis; force does not override it.
 func killBlocks(to tandem.Mode, killed bool) bool {
 	return killed && to.SourceOfTruth() == tandem.StoreMySQL
+}
+
+// enterShadow starts (or joins) pod's backfill and waits up to
+// BackfillWait for it: a copy done by then answers the pod in shadow, a
+// longer one answers with the transition running, a failed one
+// EUNAVAILABLE with the mode unchanged. A copy that another live instance
+// runs already is joined rather than started again.
+func (c *Controller) enterShadow(ctx context.Context, pod string, ch tandem.Change) (*tandem.PodStatus, *tandem.DryRun, error) {
+	if !c.Transitioning(pod) && c.copiedElsewhere(ctx, pod) {
+		st := []tandem.PodStatus{c.status(pod)}
+		c.remoteTransitions(ctx, st)
+		if st[0].Transition != nil {
+			return &st[0], nil, nil
+		}
+	}
+	if err := c.begin(ctx, pod, ch); err != nil {
+		return nil, nil, err
+	}
+	st := c.status(pod)
+	return &st, nil, nil
 }

@@ -282,28 +282,27 @@ func (c *Controller) auditForGates(p *planPod, g tandem.PlanGates) {
 		if ch.Gate != tandem.GateAudit || ch.Passing {
 			continue
 		}
-		c.trMu.Lock()
+		c.auditMu.Lock()
 		if c.auditing[p.Pod] {
-			c.trMu.Unlock()
+			c.auditMu.Unlock()
 			return
 		}
 		c.auditing[p.Pod] = true
-		c.trMu.Unlock()
+		c.auditMu.Unlock()
 		p.AuditedAt, p.AuditedBy = c.Now().UTC(), c.InstanceID
-		c.wg.Add(1)
-		go func(pod string) {
-			defer c.wg.Done()
+		pod := p.Pod
+		c.life.start(func() {
 			defer func() {
-				c.trMu.Lock()
+				c.auditMu.Lock()
 				delete(c.auditing, pod)
-				c.trMu.Unlock()
+				c.auditMu.Unlock()
 			}()
-			ctx, cancel := context.WithTimeout(c.ctx, planAuditTimeout)
+			ctx, cancel := context.WithTimeout(c.life.ctx, planAuditTimeout)
 			defer cancel()
-			if _, err := c.Audit(ctx, pod, planChange("the drift audit of the audit gate")); err != nil && c.ctx.Err() == nil {
+			if _, err := c.Audit(ctx, pod, planChange("the drift audit of the audit gate")); err != nil && c.life.ctx.Err() == nil {
 				c.report(fmt.Errorf("plan audit of %s: %w", pod, err))
 			}
-		}(p.Pod)
+		})
 		return
 	}
 }

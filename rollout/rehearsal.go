@@ -106,7 +106,7 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 		p.Waiting = "rehearsal: " + missing
 		return false
 	}
-	if c.Rehearser == nil || c.ctx.Err() != nil {
+	if c.Rehearser == nil || c.life.ctx.Err() != nil {
 		return wait("", "the plan has a rehearsal gate but this instance cannot rehearse")
 	}
 	id, ok := c.Rehearser.LatestCapture(p.Pod)
@@ -142,16 +142,14 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 			return false
 		}
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(c.life.ctx)
 	c.rehearsals[p.Pod] = &rehearsalRun{key: key, cancel: cancel}
-	c.wg.Add(1)
-	go c.rehearse(ctx, cancel, key, p.Pod, id, set.RehearsalSpeed)
+	c.life.start(func() { c.rehearse(ctx, cancel, key, p.Pod, id, set.RehearsalSpeed) })
 	return wait(id, running)
 }
 
 // rehearse runs one rehearsal and records its answer.
 func (c *Controller) rehearse(ctx context.Context, cancel context.CancelFunc, key, pod, id string, speed float64) {
-	defer c.wg.Done()
 	defer cancel()
 	res, err := c.Rehearser.Rehearse(ctx, id, speed)
 	if ctx.Err() != nil {

@@ -237,10 +237,10 @@ type Controller struct {
 	// (podmodes.go); the others are built again by Open (assemble).
 	*podModes
 	*gateKeeper
+	*transitions
 
-	trMu        sync.Mutex
-	transitions map[string]*transitionRun
-	// auditing lists the pods whose audit the plan runs (under trMu).
+	// auditing lists the pods whose audit the plan runs (under auditMu).
+	auditMu  sync.Mutex
 	auditing map[string]bool
 
 	// confirms are the plan's confirm webhook calls, by pod.
@@ -250,10 +250,7 @@ type Controller struct {
 	rehearseMu sync.Mutex
 	rehearsals map[string]*rehearsalRun
 
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	life *background
 }
 
 var _ tandem.AdminService = (*Controller)(nil)
@@ -268,9 +265,9 @@ var _ tandem.PlanService = (*Controller)(nil)
 // after it.
 func New(cfg Config, store StateStore) *Controller {
 	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs),
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{},
+		auditing: map[string]bool{},
 		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.life = newBackground()
 	c.assemble()
 	return c
 }
@@ -279,7 +276,12 @@ func New(cfg Config, store StateStore) *Controller {
 // dependencies. New assembles them so that a Controller answers before
 // Open; Open assembles them again with what was set meanwhile.
 func (c *Controller) assemble() {
-	c.gateKeeper = newGateKeeper(c.Gates, c.Comparator, c.Switch, c.podModes.pods, c.Now)
+	pods, note := c.podModes.pods, notify{onError: c.OnError, onChange: c.OnChange}
+	c.gateKeeper = newGateKeeper(c.Gates, c.Comparator, c.Switch, pods, c.Now)
+	checkpoints, _ := c.Store.(checkpointStore)
+	c.transitions = &transitions{store: c.Store, checkpoints: checkpoints, fleet: c.Fleet, modes: c.podModes, pods: pods,
+		instanceID: c.InstanceID, staleAfter: c.StaleAfter, backfillWait: c.BackfillWait, progressInterval: c.ProgressInterval,
+		now: c.Now, life: c.life, notify: note, runs: map[string]*transitionRun{}}
 }
 
 // Open stores the configured pods that the control database does not know
@@ -306,11 +308,59 @@ func (c *Controller) Open(ctx context.Context) error {
 
 // Close stops the loops; safe to call twice.
 func (c *Controller) Close() error {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		c.wg.Wait()
-	})
+	c.life.stop()
 	return nil
+}
+
+// background is the Controller's lifetime: its parts start their
+// goroutines under it, and Close cancels ctx and waits for them.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+func newBackground() *background {
+	b := &background{}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b
+}
+
+// start runs fn in a goroutine that stop waits for.
+func (b *background) start(fn func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+}
+
+// stop cancels ctx and waits for the goroutines; safe to call twice.
+func (b *background) stop() {
+	b.once.Do(func() {
+		b.cancel()
+		b.wg.Wait()
+	})
+}
+
+// notify tells cmd what the Controller's parts do: the failures of their
+// background work (OnError) and every control action (OnChange).
+type notify struct {
+	onError  func(error)
+	onChange func(tandem.AuditLogEntry)
+}
+
+func (n notify) report(err error) {
+	if n.onError != nil {
+		n.onError(err)
+	}
+}
+
+func (n notify) changed(e tandem.AuditLogEntry) {
+	if n.onChange != nil {
+		n.onChange(e)
+	}
 }
 
 func (c *Controller) report(err error) {

@@ -26,11 +26,15 @@ func TestController_BackfillInBackground(t *testing.T) {
 	ctx := context.Background()
 	why := tandem.Change{Actor: "alice", Reason: "enter shadow"}
 
+	// heldEnv is an env whose SetMode answers at once while a held
+	// backfill runs.
+	heldEnv := func(t *testing.T) *env {
+		return newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.BackfillWait = time.Millisecond })
+	}
 	// start answers redis -> shadow while the held backfill runs.
 	start := func(t *testing.T, e *env) *tandem.PodStatus {
 		t.Helper()
 		e.ops.holdBackfills()
-		e.ctl.BackfillWait = time.Millisecond
 		st, _, err := e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow})
 		if err != nil {
 			t.Fatal(err)
@@ -40,7 +44,7 @@ func TestController_BackfillInBackground(t *testing.T) {
 	}
 
 	t.Run("AnswersTransitionWithProgress", func(t *testing.T) {
-		e := newEnv(t, newMemStore())
+		e := heldEnv(t)
 		st := start(t, e)
 		if st.Mode != tandem.ModeRedis || st.Transition == nil || st.Transition.To != tandem.ModeShadow || st.Transition.Phase != tandem.TransitionBackfill {
 			t.Fatalf("got mode %s transition %+v, want redis with a backfill to shadow", st.Mode, st.Transition)
@@ -71,7 +75,7 @@ func TestController_BackfillInBackground(t *testing.T) {
 	})
 
 	t.Run("SameRequestJoinsTheRunningCopy", func(t *testing.T) {
-		e := newEnv(t, newMemStore())
+		e := heldEnv(t)
 		start(t, e)
 		st, _, err := e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow})
 		if err != nil || st.Transition == nil {
@@ -82,7 +86,7 @@ func TestController_BackfillInBackground(t *testing.T) {
 	})
 
 	t.Run("CancelByRedis", func(t *testing.T) {
-		e := newEnv(t, newMemStore())
+		e := heldEnv(t)
 		start(t, e)
 		st, _, err := e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: tandem.Change{Actor: "bob", Reason: "stop"}, Mode: tandem.ModeRedis})
 		if err != nil {
