@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -22,7 +21,7 @@ const planAuditTimeout = 10 * time.Minute
 // the lease runs out) and, while the plan runs, advances every pod it
 // can and saves the plan.
 func (c *Controller) StepPlan(ctx context.Context) error {
-	doc, rec, err := c.loadPlan(ctx)
+	doc, rec, err := c.plans.load(ctx)
 	if err != nil || doc.Phase != tandem.PlanRunning && doc.Phase != tandem.PlanPaused {
 		if err == nil {
 			// An aborted or done plan rehearses nothing more.
@@ -43,11 +42,7 @@ func (c *Controller) StepPlan(ctx context.Context) error {
 		return nil
 	}
 	c.advancePlan(ctx, &doc)
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Store.SavePlan(ctx, b, rec.Version); err != nil && tandem.ErrorCode(err) != tandem.ECONFLICT {
+	if err := c.plans.save(ctx, doc, rec.Version); err != nil && tandem.ErrorCode(err) != tandem.ECONFLICT {
 		// A conflict is an operator's change that came first: the next
 		// turn starts from it, and the modes it changed meanwhile are
 		// read back from the pods.
@@ -100,7 +95,7 @@ func (c *Controller) advancePlan(ctx context.Context, d *planDoc) {
 		}
 	}
 	d.Phase = tandem.PlanDone
-	c.planAudit(ctx, planChange("every pod reached its final mode"), ActionPlanDone, "", string(tandem.PlanDone))
+	c.plans.audit(ctx, planChange("every pod reached its final mode"), ActionPlanDone, "", string(tandem.PlanDone))
 }
 
 // reconcile moves p's step to where its pod's mode says it is, for
@@ -337,5 +332,5 @@ func (c *Controller) abortPlan(ctx context.Context, d *planDoc, p *planPod, why 
 			c.report(fmt.Errorf("plan abort: engage the kill switch of %s: %w", p.Pod, err))
 		}
 	}
-	c.planAudit(ctx, planChange(why), ActionPlanAbort, p.Pod, string(tandem.PlanAborted))
+	c.plans.audit(ctx, planChange(why), ActionPlanAbort, p.Pod, string(tandem.PlanAborted))
 }

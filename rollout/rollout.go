@@ -238,6 +238,10 @@ type Controller struct {
 	*podModes
 	*gateKeeper
 	*transitions
+	*planFront
+
+	// plans is the persisted plan, which the driver reads and saves.
+	plans *planBook
 
 	// auditing lists the pods whose audit the plan runs (under auditMu).
 	auditMu  sync.Mutex
@@ -282,6 +286,9 @@ func (c *Controller) assemble() {
 	c.transitions = &transitions{store: c.Store, checkpoints: checkpoints, fleet: c.Fleet, modes: c.podModes, pods: pods,
 		instanceID: c.InstanceID, staleAfter: c.StaleAfter, backfillWait: c.BackfillWait, progressInterval: c.ProgressInterval,
 		now: c.Now, life: c.life, notify: note, runs: map[string]*transitionRun{}}
+	c.plans = &planBook{store: c.Store, now: c.Now, notify: note}
+	c.planFront = &planFront{book: c.plans, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods,
+		defaults: c.PlanDefaults, now: c.Now}
 }
 
 // Open stores the configured pods that the control database does not know
