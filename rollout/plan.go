@@ -157,6 +157,12 @@ func (b *planBook) save(ctx context.Context, d planDoc, version int64) error {
 	return err
 }
 
+// lease makes instance id the plan's driver until until, if it already
+// is or the lease ran out before now; it reports whether it is.
+func (b *planBook) lease(ctx context.Context, id string, now, until time.Time) (bool, error) {
+	return b.store.LeasePlan(ctx, id, now, until)
+}
+
 // audit writes a change of the plan to the audit log and tells OnChange.
 func (b *planBook) audit(ctx context.Context, ch tandem.Change, action, pod, after string) {
 	e := tandem.AuditLogEntry{At: b.now().UTC(), Actor: ch.Actor, Action: action, Pod: pod, Reason: ch.Reason, After: after}

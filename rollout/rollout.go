@@ -239,20 +239,7 @@ type Controller struct {
 	*gateKeeper
 	*transitions
 	*planFront
-
-	// plans is the persisted plan, which the driver reads and saves.
-	plans *planBook
-
-	// auditing lists the pods whose audit the plan runs (under auditMu).
-	auditMu  sync.Mutex
-	auditing map[string]bool
-
-	// confirms are the plan's confirm webhook calls, by pod.
-	confirmMu sync.Mutex
-	confirms  map[string]*confirmRun
-	// rehearsals are the plan's rehearsals, by pod.
-	rehearseMu sync.Mutex
-	rehearsals map[string]*rehearsalRun
+	*planDriver
 
 	life *background
 }
@@ -268,9 +255,7 @@ var _ tandem.PlanService = (*Controller)(nil)
 // and the pods' routers read this Controller's modes, so they are built
 // after it.
 func New(cfg Config, store StateStore) *Controller {
-	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs),
-		auditing: map[string]bool{},
-		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
+	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs)}
 	c.life = newBackground()
 	c.assemble()
 	return c
@@ -286,9 +271,13 @@ func (c *Controller) assemble() {
 	c.transitions = &transitions{store: c.Store, checkpoints: checkpoints, fleet: c.Fleet, modes: c.podModes, pods: pods,
 		instanceID: c.InstanceID, staleAfter: c.StaleAfter, backfillWait: c.BackfillWait, progressInterval: c.ProgressInterval,
 		now: c.Now, life: c.life, notify: note, runs: map[string]*transitionRun{}}
-	c.plans = &planBook{store: c.Store, now: c.Now, notify: note}
-	c.planFront = &planFront{book: c.plans, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods,
+	book := &planBook{store: c.Store, now: c.Now, notify: note}
+	c.planFront = &planFront{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods,
 		defaults: c.PlanDefaults, now: c.Now}
+	c.planDriver = &planDriver{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, mover: c,
+		backfills: c.transitions, audits: c.Fleet != nil, confirmer: c.Confirmer, rehearser: c.Rehearser,
+		instanceID: c.InstanceID, leaseDuration: c.LeaseDuration, now: c.Now, life: c.life, notify: note,
+		auditing: map[string]bool{}, confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
 }
 
 // Open stores the configured pods that the control database does not know

@@ -152,6 +152,21 @@ func (t *transitions) copiedElsewhere(ctx context.Context, pod string) bool {
 	return false
 }
 
+// copyOwner returns the instance whose copy of pod is recorded; false
+// when none is.
+func (t *transitions) copyOwner(ctx context.Context, pod string) (string, bool, error) {
+	pts, err := t.store.PendingTransitions(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	for _, pt := range pts {
+		if pt.Pod == pod {
+			return pt.Owner, true, nil
+		}
+	}
+	return "", false, nil
+}
+
 // begin starts pod's backfill here, or joins the one that runs here, and
 // waits up to backfillWait for it. It returns nil when the copy is done
 // or still runs, EUNAVAILABLE (the mode unchanged) when it failed.
