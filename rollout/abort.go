@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tandemhq/tandem"
 )
@@ -95,26 +96,45 @@ func (k *gateKeeper) abortReason(pod string) string {
 		what, rate, g.AbortDivergenceRate, r.Comparisons, shortDuration(r.Window))
 }
 
+// aborter is the automatic abort's action, a turn every AbortInterval:
+// the gates judge a pod's recent window, the aborter trips its kill switch.
+type aborter struct {
+	gates abortJudge
+	modes modeReader
+	// sw is nil when the Controller runs without one: nothing to trip.
+	sw   switchEngager
+	pods podConfigs
+	now  func() time.Time
+	notify
+}
+
+// abortJudge is the gates as the automatic abort reads them.
+type abortJudge interface {
+	observeKillSwitch()
+	abortArmed() bool
+	abortReason(pod string) string
+}
+
 // CheckAbort trips the kill switch of every pod whose source of truth is
 // MySQL and whose recent window trips the automatic abort (abortReason).
 // It returns the pods it tripped.
-func (c *Controller) CheckAbort(ctx context.Context) []string {
-	c.observeKillSwitch()
-	if !c.abortArmed() || c.Switch == nil {
+func (a *aborter) CheckAbort(ctx context.Context) []string {
+	a.gates.observeKillSwitch()
+	if !a.gates.abortArmed() || a.sw == nil {
 		return nil
 	}
 	var tripped []string
-	for _, p := range c.PodConfigs {
-		reason := c.abortReason(p.Name)
+	for _, p := range a.pods {
+		reason := a.gates.abortReason(p.Name)
 		// mysql_only has no shadow to compare and cannot fall back.
-		if reason == "" || c.Mode(p.Name).Effective(c.engaged(p.Name)) != tandem.ModeMySQL {
+		if reason == "" || a.modes.Mode(p.Name).Effective(a.sw.Engaged(p.Name)) != tandem.ModeMySQL {
 			continue
 		}
-		if _, err := c.Switch.Engage(ctx, []string{p.Name}, tandem.Change{Actor: ActorAuto, Reason: reason}); err != nil {
-			c.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
+		if _, err := a.sw.Engage(ctx, []string{p.Name}, tandem.Change{Actor: ActorAuto, Reason: reason}); err != nil {
+			a.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
 			continue
 		}
-		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
+		a.changed(tandem.AuditLogEntry{At: a.now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
 			Reason: reason, Before: string(tandem.ModeMySQL), After: "kill switch engaged"})
 		tripped = append(tripped, p.Name)
 	}

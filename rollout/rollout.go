@@ -240,6 +240,7 @@ type Controller struct {
 	*transitions
 	*planFront
 	*planDriver
+	*aborter
 
 	life *background
 }
@@ -278,6 +279,7 @@ func (c *Controller) assemble() {
 		backfills: c.transitions, audits: c.Fleet != nil, confirmer: c.Confirmer, rehearser: c.Rehearser,
 		instanceID: c.InstanceID, leaseDuration: c.LeaseDuration, now: c.Now, life: c.life, notify: note,
 		auditing: map[string]bool{}, confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
+	c.aborter = &aborter{gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods, now: c.Now, notify: note}
 }
 
 // Open stores the configured pods that the control database does not know
