@@ -54,7 +54,7 @@ func path(from, to tandem.Mode) []tandem.Mode {
 // refusedError explains a refused mode change: which rules and gates
 // failed, and what the operator may do next (details.allowed holds the
 // modes the pod may go to from where it is).
-func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []string) error {
+func (fr *front) refusedError(pod string, from, to tandem.Mode, failed []string) error {
 	var why []string
 	for _, f := range failed {
 		switch f {
@@ -69,7 +69,7 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 	var gates []string
 	var checks []tandem.GateCheck
 	if slices.ContainsFunc(failed, isGate) {
-		eg := c.EvaluateGates(pod)
+		eg := fr.gates.EvaluateGates(pod)
 		checks = eg.Checks
 		for _, ch := range checks {
 			if !ch.Passing {
@@ -95,11 +95,11 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 }
 
 // refusalMessage is the message of refusedError, for a dry run.
-func (c *Controller) refusalMessage(pod string, from, to tandem.Mode, failed []string) string {
+func (fr *front) refusalMessage(pod string, from, to tandem.Mode, failed []string) string {
 	if len(failed) == 0 {
 		return ""
 	}
-	return tandem.ErrorMessage(c.refusedError(pod, from, to, failed))
+	return tandem.ErrorMessage(fr.refusedError(pod, from, to, failed))
 }
 
 // transitionHint says how to reach to from from.
@@ -168,11 +168,11 @@ func shortDuration(d time.Duration) string {
 
 // dryRun is the verdict of a dry run: what would fail and why, where the
 // pod may go, and, for the promotion to mysql, each gate's measure.
-func (c *Controller) dryRun(pod string, from, to tandem.Mode, failed []string) *tandem.DryRun {
+func (fr *front) dryRun(pod string, from, to tandem.Mode, failed []string) *tandem.DryRun {
 	d := &tandem.DryRun{WouldApply: len(failed) == 0, FailedGates: failed, Allowed: AllowedNext(from),
-		Message: c.refusalMessage(pod, from, to, failed)}
+		Message: fr.refusalMessage(pod, from, to, failed)}
 	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
-		d.Checks = c.EvaluateGates(pod).Checks
+		d.Checks = fr.gates.EvaluateGates(pod).Checks
 	}
 	return d
 }

@@ -208,7 +208,8 @@ func (cfg Config) withDefaults() Config {
 // methods are safe for concurrent use.
 type Controller struct {
 	// Config is the configuration New was given, with the defaults; its
-	// fields may be changed before Open (PodConfigs excepted).
+	// fields may be changed before Open (PodConfigs excepted), which hands
+	// them to the Controller's parts.
 	Config
 	// Store persists the control state.
 	Store StateStore
@@ -232,12 +233,22 @@ type Controller struct {
 	// (POD.throttle); nil shows the manual throttle alone.
 	Throttles ThrottleStates
 
-	// The parts, each doing one job with its own fields; their exported
-	// methods are the Controller's. podModes answers Mode from New on
-	// (podmodes.go); the others are built again by Open (assemble).
+	// The parts, one job each with its own fields, talking through small
+	// interfaces; their exported methods are the Controller's.
+	//   podModes     the modes and manual throttles in memory (podmodes.go)
+	//   gateKeeper   the gates and the abort's window (gates.go, abort.go)
+	//   transitions  the background backfills (transition.go)
+	//   front        the admin front (admin.go, mode.go, explain.go, throttle.go)
+	//   planFront    the plan's admin API (planapi.go)
+	//   planDriver   the plan's loop: lease, steps, confirm webhooks and
+	//                rehearsals (plandrive.go, confirm.go, rehearsal.go)
+	//   aborter      the automatic abort's loop (abort.go)
+	// podModes answers Mode from New on; Open builds the others again with
+	// what was set meanwhile (assemble).
 	*podModes
 	*gateKeeper
 	*transitions
+	*front
 	*planFront
 	*planDriver
 	*aborter
@@ -272,10 +283,14 @@ func (c *Controller) assemble() {
 	c.transitions = &transitions{store: c.Store, checkpoints: checkpoints, fleet: c.Fleet, modes: c.podModes, pods: pods,
 		instanceID: c.InstanceID, staleAfter: c.StaleAfter, backfillWait: c.BackfillWait, progressInterval: c.ProgressInterval,
 		now: c.Now, life: c.life, notify: note, runs: map[string]*transitionRun{}}
+	throttles, _ := c.Store.(throttleStore)
+	c.front = &front{store: c.Store, throttles: throttles, modes: c.podModes, gates: c.gateKeeper, backfills: c.transitions,
+		sw: c.Switch, cmp: c.Comparator, fleet: c.Fleet, states: c.Throttles, pods: pods, staleAfter: c.StaleAfter,
+		now: c.Now, notify: note}
 	book := &planBook{store: c.Store, now: c.Now, notify: note}
 	c.planFront = &planFront{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods,
 		defaults: c.PlanDefaults, now: c.Now}
-	c.planDriver = &planDriver{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, mover: c,
+	c.planDriver = &planDriver{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, mover: c.front,
 		backfills: c.transitions, audits: c.Fleet != nil, confirmer: c.Confirmer, rehearser: c.Rehearser,
 		instanceID: c.InstanceID, leaseDuration: c.LeaseDuration, now: c.Now, life: c.life, notify: note,
 		auditing: map[string]bool{}, confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
@@ -361,30 +376,11 @@ func (n notify) changed(e tandem.AuditLogEntry) {
 	}
 }
 
+// report tells OnError about a failure of the Controller's loops.
 func (c *Controller) report(err error) {
 	if c.OnError != nil {
 		c.OnError(err)
 	}
-}
-
-// changed tells OnChange about a control action.
-func (c *Controller) changed(e tandem.AuditLogEntry) {
-	if c.OnChange != nil {
-		c.OnChange(e)
-	}
-}
-
-func (c *Controller) config(pod string) (PodConfig, bool) {
-	for _, p := range c.PodConfigs {
-		if p.Name == pod {
-			return p, true
-		}
-	}
-	return PodConfig{}, false
-}
-
-func (c *Controller) engaged(pod string) bool {
-	return engaged(c.Switch, pod)
 }
 
 // switchReader is the kill switch as the parts that only read it see it.
