@@ -67,12 +67,6 @@ type backfillWatch interface {
 	copyOwner(ctx context.Context, pod string) (owner string, ok bool, err error)
 }
 
-// switchEngager is the kill switch as the parts that engage it see it.
-type switchEngager interface {
-	switchReader
-	Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error)
-}
-
 // StepPlan is one turn of the plan's driver: it takes or renews the lease
 // (so that exactly one instance drives the plan; another takes over once
 // the lease runs out) and, while the plan runs, advances every pod it

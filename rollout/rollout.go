@@ -4,7 +4,9 @@
 // second by polling the control version, checks transitions and the
 // promotion gates, trips a pod's kill switch by itself when its divergence
 // rate crosses the abort threshold, runs the smallest-first rollout plan,
-// and serves tandem.AdminService and tandem.PlanService.
+// and serves tandem.AdminService and tandem.PlanService. Each of those
+// jobs is a part of its own, which the Controller assembles (its field
+// list maps them to their files).
 package rollout
 
 import (
@@ -386,6 +388,12 @@ func (c *Controller) report(err error) {
 // switchReader is the kill switch as the parts that only read it see it.
 type switchReader interface {
 	Engaged(pod string) bool
+}
+
+// switchEngager is the kill switch as the parts that engage it see it.
+type switchEngager interface {
+	switchReader
+	Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error)
 }
 
 // engaged reports whether pod's kill switch is engaged; a Controller
