@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tandemhq/tandem"
 )
@@ -30,33 +31,33 @@ type abortMark struct {
 // only the comparisons after the unkill count. Every instance looks at
 // least every AbortInterval (and on each status read), with its own
 // comparator.
-func (c *Controller) observeKillSwitch() {
-	if c.Switch == nil || c.Comparator == nil {
+func (k *gateKeeper) observeKillSwitch() {
+	if k.sw == nil || k.cmp == nil {
 		return
 	}
-	c.abortMu.Lock()
-	defer c.abortMu.Unlock()
-	for _, p := range c.PodConfigs {
-		killed := c.Switch.Engaged(p.Name)
-		m := c.abortMarks[p.Name]
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pods {
+		killed := k.sw.Engaged(p.Name)
+		m := k.marks[p.Name]
 		if m.observed && m.killed && !killed {
-			c.Comparator.Reset(p.Name)
+			k.cmp.Reset(p.Name)
 			m.bad = 0
 		}
 		m.observed, m.killed = true, killed
-		c.abortMarks[p.Name] = m
+		k.marks[p.Name] = m
 	}
 }
 
 // freshBad reports whether pod's count of divergences and MySQL errors
 // changed since the previous check, and remembers it.
-func (c *Controller) freshBad(pod string, bad int64) bool {
-	c.abortMu.Lock()
-	defer c.abortMu.Unlock()
-	m := c.abortMarks[pod]
+func (k *gateKeeper) freshBad(pod string, bad int64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m := k.marks[pod]
 	fresh := bad != m.bad
 	m.bad = bad
-	c.abortMarks[pod] = m
+	k.marks[pod] = m
 	return fresh
 }
 
@@ -70,38 +71,70 @@ func abortRate(r tandem.RecentComparisons) (what string, rate float64) {
 	return what, rate
 }
 
+// abortArmed reports whether the automatic abort is on and has the
+// comparator's measures to judge.
+func (k *gateKeeper) abortArmed() bool {
+	return k.thresholds.AbortDivergenceRate > 0 && k.cmp != nil
+}
+
+// abortReason says why pod's recent window (since its last unkill) trips
+// the automatic abort: at least AbortMinComparisons comparisons at a
+// divergence rate, or a MySQL error rate, at or above
+// AbortDivergenceRate, with a divergence or MySQL error new since the
+// previous call; "" when it does not.
+func (k *gateKeeper) abortReason(pod string) string {
+	g := k.thresholds
+	r := k.cmp.AbortStats(pod)
+	// Every pod's count is taken each check, whatever its mode: a pod
+	// promoted to mysql is judged on what comes after.
+	fresh := k.freshBad(pod, r.Bad)
+	what, rate := abortRate(r)
+	if !fresh || r.Comparisons < g.AbortMinComparisons || rate < g.AbortDivergenceRate {
+		return ""
+	}
+	return fmt.Sprintf("automatic abort: %s %.4f >= %.4f over the last %d comparisons (%s window)",
+		what, rate, g.AbortDivergenceRate, r.Comparisons, shortDuration(r.Window))
+}
+
+// aborter is the automatic abort's action, a turn every AbortInterval:
+// the gates judge a pod's recent window, the aborter trips its kill switch.
+type aborter struct {
+	gates abortJudge
+	modes modeReader
+	// sw is nil when the Controller runs without one: nothing to trip.
+	sw   switchEngager
+	pods podConfigs
+	now  func() time.Time
+	notify
+}
+
+// abortJudge is the gates as the automatic abort reads them.
+type abortJudge interface {
+	observeKillSwitch()
+	abortArmed() bool
+	abortReason(pod string) string
+}
+
 // CheckAbort trips the kill switch of every pod whose source of truth is
-// MySQL and whose recent window (since its last unkill) has at least
-// AbortMinComparisons comparisons at a divergence rate, or a MySQL error
-// rate, at or above AbortDivergenceRate, with a divergence or MySQL error
-// new since the previous check. It returns the pods it tripped.
-func (c *Controller) CheckAbort(ctx context.Context) []string {
-	c.observeKillSwitch()
-	g := c.Gates
-	if g.AbortDivergenceRate <= 0 || c.Comparator == nil || c.Switch == nil {
+// MySQL and whose recent window trips the automatic abort (abortReason).
+// It returns the pods it tripped.
+func (a *aborter) CheckAbort(ctx context.Context) []string {
+	a.gates.observeKillSwitch()
+	if !a.gates.abortArmed() || a.sw == nil {
 		return nil
 	}
 	var tripped []string
-	for _, p := range c.PodConfigs {
-		r := c.Comparator.AbortStats(p.Name)
-		// Every pod's count is taken each check, whatever its mode: a pod
-		// promoted to mysql is judged on what comes after.
-		fresh := c.freshBad(p.Name, r.Bad)
+	for _, p := range a.pods {
+		reason := a.gates.abortReason(p.Name)
 		// mysql_only has no shadow to compare and cannot fall back.
-		if c.Mode(p.Name).Effective(c.engaged(p.Name)) != tandem.ModeMySQL {
+		if reason == "" || a.modes.Mode(p.Name).Effective(a.sw.Engaged(p.Name)) != tandem.ModeMySQL {
 			continue
 		}
-		what, rate := abortRate(r)
-		if !fresh || r.Comparisons < g.AbortMinComparisons || rate < g.AbortDivergenceRate {
+		if _, err := a.sw.Engage(ctx, []string{p.Name}, tandem.Change{Actor: ActorAuto, Reason: reason}); err != nil {
+			a.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
 			continue
 		}
-		reason := fmt.Sprintf("automatic abort: %s %.4f >= %.4f over the last %d comparisons (%s window)",
-			what, rate, g.AbortDivergenceRate, r.Comparisons, shortDuration(r.Window))
-		if _, err := c.Switch.Engage(ctx, []string{p.Name}, tandem.Change{Actor: ActorAuto, Reason: reason}); err != nil {
-			c.report(fmt.Errorf("automatic abort of %s: %w", p.Name, err))
-			continue
-		}
-		c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
+		a.changed(tandem.AuditLogEntry{At: a.now().UTC(), Actor: ActorAuto, Action: ActionAutomaticAbort, Pod: p.Name,
 			Reason: reason, Before: string(tandem.ModeMySQL), After: "kill switch engaged"})
 		tripped = append(tripped, p.Name)
 	}
@@ -110,12 +143,12 @@ func (c *Controller) CheckAbort(ctx context.Context) []string {
 
 // abortWatch is POD.abort: pod's recent window against the abort's
 // threshold.
-func (c *Controller) abortWatch(pod string, eff tandem.Mode) *tandem.AbortWatch {
-	if c.Comparator == nil {
+func (k *gateKeeper) abortWatch(pod string, eff tandem.Mode) *tandem.AbortWatch {
+	if k.cmp == nil {
 		return nil
 	}
-	r := c.Comparator.AbortStats(pod)
-	g := c.Gates
+	r := k.cmp.AbortStats(pod)
+	g := k.thresholds
 	_, rate := abortRate(r)
 	w := &tandem.AbortWatch{
 		Window: shortDuration(r.Window), Comparisons: r.Comparisons, MinComparisons: g.AbortMinComparisons,

@@ -73,8 +73,8 @@ func TestController_Abort(t *testing.T) {
 	})
 
 	t.Run("ZeroRateDisables", func(t *testing.T) {
-		e := newEnv(t, newMemStore(), tandem.ModeMySQL, tandem.ModeShadow, tandem.ModeShadow)
-		e.ctl.Gates.AbortDivergenceRate = 0
+		e := newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.Gates.AbortDivergenceRate = 0 },
+			tandem.ModeMySQL, tandem.ModeShadow, tandem.ModeShadow)
 		e.record("pod-a", 100, 100)
 		if tripped := e.ctl.CheckAbort(ctx); len(tripped) != 0 {
 			t.Errorf("got %v, want nothing when disabled", tripped)

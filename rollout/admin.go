@@ -11,36 +11,96 @@ import (
 
 // The admin front's reads and the changes that are not mode changes: the
 // kill switch, divergences, reports, audits, resyncs, the audit log and
-// the instances.
+// the instances. Mode changes are in mode.go, their refusals explained in
+// explain.go, the manual throttle in throttle.go.
+
+// front is the admin front (tandem.AdminService and
+// tandem.ThrottleService): what web and cmd ask of the rollout besides
+// the plan. It answers from the other parts (the modes, the gates, the
+// transitions), which it reads through small interfaces.
+type front struct {
+	store frontStore
+	// throttles is the store's manual throttles; nil when it keeps none.
+	throttles throttleStore
+	modes     frontModes
+	gates     frontGates
+	backfills frontBackfills
+	// sw, cmp and fleet are the Controller's Switch, Comparator and Fleet.
+	sw    KillSwitch
+	cmp   Comparisons
+	fleet Fleet
+	// states is the Controller's Throttles: nil shows the manual throttle
+	// alone.
+	states     ThrottleStates
+	pods       podConfigs
+	staleAfter time.Duration
+	now        func() time.Time
+	notify
+}
+
+// frontStore is what the admin front reads and writes in the control
+// database besides the modes' table.
+type frontStore interface {
+	ModeStore
+	AuditLogStore
+	InstanceStore
+}
+
+// frontModes is the pods' modes as the admin front reads and reloads them.
+type frontModes interface {
+	modeReloader
+	state(pod string) podState
+	ManualThrottle(pod string) (tandem.ManualThrottle, bool)
+}
+
+// frontGates is the gates as the admin front shows them and checks a
+// promotion against them.
+type frontGates interface {
+	EvaluateGates(pod string) tandem.Gates
+	observeKillSwitch()
+	abortWatch(pod string, eff tandem.Mode) *tandem.AbortWatch
+	lastAuditAt(pod string) *time.Time
+}
+
+// frontBackfills is the background transitions as the admin front shows,
+// starts and cancels them.
+type frontBackfills interface {
+	Transitioning(pod string) bool
+	transition(pod string) *tandem.Transition
+	remoteTransitions(ctx context.Context, sts []tandem.PodStatus)
+	copiedElsewhere(ctx context.Context, pod string) bool
+	begin(ctx context.Context, pod string, ch tandem.Change) error
+	cancel(ctx context.Context, pod string, ch tandem.Change) error
+}
 
 // Pods returns every pod's status, in config order.
-func (c *Controller) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
-	out := make([]tandem.PodStatus, 0, len(c.PodConfigs))
-	for _, p := range c.PodConfigs {
-		out = append(out, c.status(p.Name))
+func (fr *front) Pods(ctx context.Context) ([]tandem.PodStatus, error) {
+	out := make([]tandem.PodStatus, 0, len(fr.pods))
+	for _, p := range fr.pods {
+		out = append(out, fr.status(p.Name))
 	}
-	c.remoteTransitions(ctx, out)
+	fr.backfills.remoteTransitions(ctx, out)
 	return out, nil
 }
 
 // Pod returns pod's status. Returns EUNKNOWNPOD.
-func (c *Controller) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
-	if _, ok := c.config(pod); !ok {
+func (fr *front) Pod(ctx context.Context, pod string) (*tandem.PodStatus, error) {
+	if _, ok := fr.pods.find(pod); !ok {
 		return nil, unknownPod(pod)
 	}
-	st := []tandem.PodStatus{c.status(pod)}
-	c.remoteTransitions(ctx, st)
+	st := []tandem.PodStatus{fr.status(pod)}
+	fr.backfills.remoteTransitions(ctx, st)
 	return &st[0], nil
 }
 
-func (c *Controller) status(pod string) tandem.PodStatus {
-	cfg, _ := c.config(pod)
-	st := c.state.Load().pods[pod]
-	c.observeKillSwitch()
-	killed := c.engaged(pod)
+func (fr *front) status(pod string) tandem.PodStatus {
+	cfg, _ := fr.pods.find(pod)
+	st := fr.modes.state(pod)
+	fr.gates.observeKillSwitch()
+	killed := engaged(fr.sw, pod)
 	eff := st.mode.Effective(killed)
-	gates := c.EvaluateGates(pod)
-	gates.LastAuditAt = c.lastAuditAt(pod)
+	gates := fr.gates.EvaluateGates(pod)
+	gates.LastAuditAt = fr.gates.lastAuditAt(pod)
 	return tandem.PodStatus{
 		Pod:           pod,
 		Mode:          st.mode,
@@ -50,55 +110,41 @@ func (c *Controller) status(pod string) tandem.PodStatus {
 		Shops:         cfg.Shops.String(),
 		UpdatedAt:     st.updatedAt,
 		Gates:         gates,
-		Abort:         c.abortWatch(pod, eff),
-		Transition:    c.transition(pod),
-		Throttle:      c.throttleState(pod),
+		Abort:         fr.gates.abortWatch(pod, eff),
+		Transition:    fr.backfills.transition(pod),
+		Throttle:      fr.throttleState(pod),
 	}
-}
-
-// lastAuditAt is when pod's last audit ran, nil when none has, so that the
-// views tell "no audit yet" from "not clean".
-func (c *Controller) lastAuditAt(pod string) *time.Time {
-	if c.Comparator == nil {
-		return nil
-	}
-	at, _, ok := c.Comparator.LastAudit(pod)
-	if !ok {
-		return nil
-	}
-	at = at.UTC()
-	return &at
 }
 
 // EngageKillSwitch engages pods (every pod when nil; a non-nil list must
 // name known pods, see killswitch).
-func (c *Controller) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	return c.Switch.Engage(ctx, pods, ch)
+func (fr *front) EngageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
+	return fr.sw.Engage(ctx, pods, ch)
 }
 
 // DisengageKillSwitch disengages pods (every pod when nil).
 // The comparisons made from then on are the only ones the pods' gates and
 // automatic abort count.
-func (c *Controller) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
-	st, err := c.Switch.Disengage(ctx, pods, ch)
+func (fr *front) DisengageKillSwitch(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error) {
+	st, err := fr.sw.Disengage(ctx, pods, ch)
 	if err == nil {
-		c.observeKillSwitch()
+		fr.gates.observeKillSwitch()
 	}
 	return st, err
 }
 
 // KillSwitch returns the kill switch state.
-func (c *Controller) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, error) {
-	st := c.Switch.State()
+func (fr *front) KillSwitch(ctx context.Context) (*tandem.KillSwitchState, error) {
+	st := fr.sw.State()
 	return &st, nil
 }
 
 // Divergences returns persisted divergences, newest first. Returns
 // EUNKNOWNPOD for a pod filter that names no pod, EINVALID for an unknown
 // kind, EUNAVAILABLE.
-func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
+func (fr *front) Divergences(ctx context.Context, f tandem.DivergenceFilter) ([]tandem.Divergence, error) {
 	if f.Pod != "" {
-		if _, ok := c.config(f.Pod); !ok {
+		if _, ok := fr.pods.find(f.Pod); !ok {
 			return nil, unknownPod(f.Pod)
 		}
 	}
@@ -111,7 +157,7 @@ func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter)
 	if f.Limit > 1000 {
 		f.Limit = 1000
 	}
-	ds, err := c.Comparator.Divergences(ctx, f)
+	ds, err := fr.cmp.Divergences(ctx, f)
 	if err != nil {
 		return nil, unavailable(err, "list divergences")
 	}
@@ -122,25 +168,25 @@ func (c *Controller) Divergences(ctx context.Context, f tandem.DivergenceFilter)
 }
 
 // Report returns every pod's comparisons over the gate window.
-func (c *Controller) Report(ctx context.Context) ([]tandem.Report, error) {
-	out := make([]tandem.Report, 0, len(c.PodConfigs))
-	for _, p := range c.PodConfigs {
-		out = append(out, c.Comparator.Report(p.Name, c.Mode(p.Name)))
+func (fr *front) Report(ctx context.Context) ([]tandem.Report, error) {
+	out := make([]tandem.Report, 0, len(fr.pods))
+	for _, p := range fr.pods {
+		out = append(out, fr.cmp.Report(p.Name, fr.modes.Mode(p.Name)))
 	}
 	return out, nil
 }
 
 // Audit runs the drift audit of pod, records it for the audit gate and
 // writes it to the audit log. Returns EINVALID, EUNKNOWNPOD, EUNAVAILABLE.
-func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {
-	if _, ok := c.config(pod); !ok {
+func (fr *front) Audit(ctx context.Context, pod string, ch tandem.Change) (*tandem.Audit, error) {
+	if _, ok := fr.pods.find(pod); !ok {
 		return nil, unknownPod(pod)
 	}
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.Fleet.Audit(ctx, pod)
+	a, err := fr.fleet.Audit(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -148,19 +194,19 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 		a.Pod = pod
 	}
 	if a.At.IsZero() {
-		a.At = c.Now().UTC()
+		a.At = fr.now().UTC()
 	}
-	c.Comparator.RecordAudit(*a)
+	fr.cmp.RecordAudit(*a)
 	verdict := "clean"
 	if !a.Clean {
 		verdict = fmt.Sprintf("%d drifted of %d", len(a.Drifted), a.Checked)
 	}
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionAudit, Pod: pod, Reason: ch.Reason,
-		Before: string(c.Mode(pod)), After: verdict}
-	if err := c.Store.AppendAudit(ctx, e); err != nil {
-		c.report(fmt.Errorf("record audit of %s: %w", pod, err))
+	e := tandem.AuditLogEntry{At: fr.now().UTC(), Actor: ch.Actor, Action: ActionAudit, Pod: pod, Reason: ch.Reason,
+		Before: string(fr.modes.Mode(pod)), After: verdict}
+	if err := fr.store.AppendAudit(ctx, e); err != nil {
+		fr.report(fmt.Errorf("record audit of %s: %w", pod, err))
 	}
-	c.changed(e)
+	fr.changed(e)
 	return a, nil
 }
 
@@ -168,8 +214,8 @@ func (c *Controller) Audit(ctx context.Context, pod string, ch tandem.Change) (*
 // a mysql_only pod go back to mysql. Returns EINVALID, EUNKNOWNPOD,
 // ETRANSITIONREFUSED (the pod's mode has no MySQL to rebuild from),
 // EUNAVAILABLE.
-func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Change) (int, error) {
-	if _, ok := c.config(pod); !ok {
+func (fr *front) Resync(ctx context.Context, pod, from string, ch tandem.Change) (int, error) {
+	if _, ok := fr.pods.find(pod); !ok {
 		return 0, unknownPod(pod)
 	}
 	if from != tandem.StoreMySQL {
@@ -179,32 +225,32 @@ func (c *Controller) Resync(ctx context.Context, pod, from string, ch tandem.Cha
 	if err != nil {
 		return 0, err
 	}
-	mode := c.Mode(pod)
+	mode := fr.modes.Mode(pod)
 	if mode != tandem.ModeMySQL && mode != tandem.ModeMySQLOnly {
 		return 0, tandem.Errorf(tandem.ETRANSITIONREFUSED, "pod %s is in %s: MySQL is not its source of truth, nothing to resync from", pod, mode).
 			WithDetail("failed_gates", []string{RefusedTransition})
 	}
-	n, err := c.Fleet.Resync(ctx, pod)
+	n, err := fr.fleet.Resync(ctx, pod)
 	if err != nil {
 		return 0, err
 	}
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionResync, Pod: pod, Reason: ch.Reason,
+	e := tandem.AuditLogEntry{At: fr.now().UTC(), Actor: ch.Actor, Action: ActionResync, Pod: pod, Reason: ch.Reason,
 		Before: string(mode), After: fmt.Sprintf("%d keys rewritten", n)}
-	if err := c.Store.MarkResynced(ctx, pod, e); err != nil {
+	if err := fr.store.MarkResynced(ctx, pod, e); err != nil {
 		return 0, unavailable(err, "mark resynced")
 	}
-	c.changed(e)
+	fr.changed(e)
 	return n, nil
 }
 
 // AuditLog returns the last limit (default 100, at most 1000) audit-log
 // entries, newest first. Returns EUNAVAILABLE.
-func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
+func (fr *front) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	es, err := c.Store.AuditLog(ctx, limit)
+	es, err := fr.store.AuditLog(ctx, limit)
 	if err != nil {
 		return nil, unavailable(err, "read audit log")
 	}
@@ -216,14 +262,14 @@ func (c *Controller) AuditLog(ctx context.Context, limit int) ([]tandem.AuditLog
 
 // Instances returns every recorded instance, stale when it has not been
 // seen for StaleAfter. Returns EUNAVAILABLE.
-func (c *Controller) Instances(ctx context.Context) ([]tandem.Instance, error) {
-	ins, err := c.Store.Instances(ctx)
+func (fr *front) Instances(ctx context.Context) ([]tandem.Instance, error) {
+	ins, err := fr.store.Instances(ctx)
 	if err != nil {
 		return nil, unavailable(err, "list instances")
 	}
-	now := c.Now()
+	now := fr.now()
 	for i := range ins {
-		ins[i].Stale = now.Sub(ins[i].LastSeen) > c.StaleAfter
+		ins[i].Stale = now.Sub(ins[i].LastSeen) > fr.staleAfter
 	}
 	if ins == nil {
 		ins = []tandem.Instance{}

@@ -58,41 +58,40 @@ type confirmRun struct {
 // every confirm webhook of the plan. When it was not (yet), it starts the
 // asking if none runs and says in p.Waiting why the pod waits. A
 // confirmation serves one promotion, within LeaseDuration of its answer.
-func (c *Controller) confirmed(d *planDoc, p *planPod, from, to tandem.Mode) bool {
+func (pd *planDriver) confirmed(d *planDoc, p *planPod, from, to tandem.Mode) bool {
 	urls := d.Settings.ConfirmWebhooks
 	if len(urls) == 0 {
 		return true
 	}
-	if c.Confirmer == nil || c.ctx.Err() != nil {
+	if pd.confirmer == nil || pd.life.ctx.Err() != nil {
 		p.Waiting = "confirm webhooks are set but this instance cannot call them"
 		return false
 	}
 	key := fmt.Sprintf("%s %s %s", d.ID, from, to)
-	now := c.Now()
-	c.confirmMu.Lock()
-	defer c.confirmMu.Unlock()
-	r := c.confirms[p.Pod]
+	now := pd.now()
+	pd.confirmMu.Lock()
+	defer pd.confirmMu.Unlock()
+	r := pd.confirms[p.Pod]
 	before := ""
 	if r != nil && r.key == key {
 		switch {
 		case !r.done:
 			p.Waiting = waitingForConfirm(r.before, len(urls))
 			return false
-		case r.refused == "" && now.Sub(r.at) <= c.LeaseDuration:
-			delete(c.confirms, p.Pod)
+		case r.refused == "" && now.Sub(r.at) <= pd.leaseDuration:
+			delete(pd.confirms, p.Pod)
 			return true
 		}
 		before = r.refused
 	}
-	c.confirms[p.Pod] = &confirmRun{key: key, before: before}
+	pd.confirms[p.Pod] = &confirmRun{key: key, before: before}
 	set := d.Settings
-	promo := tandem.Promotion{Pod: p.Pod, From: from, To: to, PlanID: d.ID, Driver: c.InstanceID,
-		Gates: c.PlanGates(p.Pod, from, p.Since, soakOf(set, from)), At: now.UTC()}
+	promo := tandem.Promotion{Pod: p.Pod, From: from, To: to, PlanID: d.ID, Driver: pd.instanceID,
+		Gates: pd.gates.PlanGates(p.Pod, from, p.Since, soakOf(set, from)), At: now.UTC()}
 	if from == tandem.ModeShadow && set.RehearsalSpeed > 0 {
 		promo.Gates = withCheck(promo.Gates, rehearsalCheck(*p, set))
 	}
-	c.wg.Add(1)
-	go c.askConfirm(key, promo, urls, confirmTimeout(set))
+	pd.life.start(func() { pd.askConfirm(key, promo, urls, confirmTimeout(set)) })
 	p.Waiting = waitingForConfirm(before, len(urls))
 	return false
 }
@@ -122,17 +121,16 @@ func confirmTimeout(set PlanSettings) time.Duration {
 // askConfirm posts promo to every URL at once, each call bounded by
 // timeout, and records the first refusal in URL order (none when all
 // answered 2xx).
-func (c *Controller) askConfirm(key string, promo tandem.Promotion, urls []string, timeout time.Duration) {
-	defer c.wg.Done()
+func (pd *planDriver) askConfirm(key string, promo tandem.Promotion, urls []string, timeout time.Duration) {
 	refusals := make([]string, len(urls))
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(c.ctx, timeout)
+			ctx, cancel := context.WithTimeout(pd.life.ctx, timeout)
 			defer cancel()
-			err := c.Confirmer.Confirm(ctx, u, promo)
+			err := pd.confirmer.Confirm(ctx, u, promo)
 			switch {
 			case err == nil:
 			case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -150,20 +148,20 @@ func (c *Controller) askConfirm(key string, promo tandem.Promotion, urls []strin
 			break
 		}
 	}
-	if c.ctx.Err() != nil {
+	if pd.life.ctx.Err() != nil {
 		return
 	}
-	c.confirmMu.Lock()
-	if r := c.confirms[promo.Pod]; r != nil && r.key == key && !r.done {
-		r.done, r.refused, r.at = true, refused, c.Now()
+	pd.confirmMu.Lock()
+	if r := pd.confirms[promo.Pod]; r != nil && r.key == key && !r.done {
+		r.done, r.refused, r.at = true, refused, pd.now()
 	}
-	c.confirmMu.Unlock()
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorPlan, Action: ActionPlanConfirm, Pod: promo.Pod,
+	pd.confirmMu.Unlock()
+	e := tandem.AuditLogEntry{At: pd.now().UTC(), Actor: ActorPlan, Action: ActionPlanConfirm, Pod: promo.Pod,
 		Reason: "every confirm webhook answered 2xx", Before: fmt.Sprintf("%s -> %s", promo.From, promo.To), After: "confirmed"}
 	if refused != "" {
 		e.Reason, e.After = refused, "not confirmed"
 	}
-	c.changed(e)
+	pd.changed(e)
 }
 
 // validateConfirm checks a plan's confirm webhooks and their timeout.

@@ -62,13 +62,15 @@ type confirmEnv struct {
 
 func newConfirmEnv(t *testing.T, modes ...tandem.Mode) *confirmEnv {
 	t.Helper()
-	e := &confirmEnv{env: newEnv(t, newMemStore(), modes...), answers: make(chan tandem.AuditLogEntry, 64)}
-	e.ctl.Confirmer = &webhook.Confirmer{}
-	e.ctl.OnChange = func(le tandem.AuditLogEntry) {
-		if le.Action == rollout.ActionPlanConfirm {
-			e.answers <- le
+	e := &confirmEnv{answers: make(chan tandem.AuditLogEntry, 64)}
+	e.env = newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) {
+		c.Confirmer = &webhook.Confirmer{}
+		c.OnChange = func(le tandem.AuditLogEntry) {
+			if le.Action == rollout.ActionPlanConfirm {
+				e.answers <- le
+			}
 		}
-	}
+	}, modes...)
 	return e
 }
 

@@ -51,79 +51,10 @@ func path(from, to tandem.Mode) []tandem.Mode {
 	return nil
 }
 
-// gateChecks measures each of pod's shadow -> mysql gates against its
-// threshold, saying what a failing or inconclusive one lacks. The
-// comparisons gate is inconclusive while the window holds fewer than
-// MinComparisons, the divergence rate while it is over the limit on fewer
-// (unless what they hold already fails it), the audit while there is no
-// recent one and none that found drift.
-func (c *Controller) gateChecks(pod string, g tandem.Gates) []tandem.GateCheck {
-	th := c.Gates
-	comparisons := tandem.GateCheck{Gate: tandem.GateComparisons, Value: float64(g.Comparisons), Threshold: float64(th.MinComparisons),
-		State: tandem.GatePass}
-	if g.Comparisons < th.MinComparisons {
-		n := th.MinComparisons - g.Comparisons
-		comparisons.State = tandem.GateInconclusive
-		comparisons.Missing = fmt.Sprintf("%d more %s in the %s window", n, plural(n, "comparison"), shortDuration(th.Window))
-	}
-	rate := tandem.GateCheck{Gate: tandem.GateDivergenceRate, Value: g.DivergenceRate, Threshold: th.MaxDivergenceRate,
-		State: rateState(g.Comparisons, g.DivergenceRate, th.MinComparisons, th.MaxDivergenceRate)}
-	switch rate.State {
-	case tandem.GateFail:
-		rate.Missing = fmt.Sprintf("a divergence rate at most %s: find the cause with tandemctl divergences --pod %s",
-			percent(th.MaxDivergenceRate), pod)
-	case tandem.GateInconclusive:
-		rate.Missing = fmt.Sprintf("%s on %d of %d comparisons: too few to judge against %s",
-			percent(g.DivergenceRate), g.Comparisons, th.MinComparisons, percent(th.MaxDivergenceRate))
-	}
-	checks := []tandem.GateCheck{comparisons, rate}
-	if th.RequireAudit {
-		audit := tandem.GateCheck{Gate: tandem.GateAudit, Threshold: 1, State: tandem.GateInconclusive}
-		var at time.Time
-		var clean, ok bool
-		if c.Comparator != nil {
-			at, clean, ok = c.Comparator.LastAudit(pod)
-		}
-		recent := ok && !at.Before(c.Now().Add(-th.Window))
-		switch {
-		case !ok:
-			audit.Missing = "no audit yet: run tandemctl audit " + pod
-		case !clean:
-			audit.State = tandem.GateFail
-			audit.Missing = fmt.Sprintf("the last audit (%s) found drift: resync or fix it, then audit again", at.UTC().Format(time.RFC3339))
-		case !recent:
-			audit.Missing = fmt.Sprintf("the last clean audit is %s old, beyond the %s window: run tandemctl audit %s",
-				shortDuration(c.Now().Sub(at)), shortDuration(th.Window), pod)
-		default:
-			audit.Value, audit.State = 1, tandem.GatePass
-		}
-		checks = append(checks, audit)
-	}
-	for i := range checks {
-		checks[i].Passing = checks[i].State == tandem.GatePass
-	}
-	return checks
-}
-
-// rateState judges a rate of bad comparisons of n against at most limit:
-// over it, the gate fails once there are minN comparisons, or before
-// when the bad ones already exceed what minN comparisons allow; until
-// then it is inconclusive. Too little data never fails a gate.
-func rateState(n int64, rate float64, minN int64, limit float64) tandem.GateState {
-	bad := rate * float64(n)
-	switch {
-	case rate <= limit:
-		return tandem.GatePass
-	case n < minN && bad <= limit*float64(minN)+1e-9:
-		return tandem.GateInconclusive
-	}
-	return tandem.GateFail
-}
-
 // refusedError explains a refused mode change: which rules and gates
 // failed, and what the operator may do next (details.allowed holds the
 // modes the pod may go to from where it is).
-func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []string) error {
+func (fr *front) refusedError(pod string, from, to tandem.Mode, failed []string) error {
 	var why []string
 	for _, f := range failed {
 		switch f {
@@ -138,7 +69,7 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 	var gates []string
 	var checks []tandem.GateCheck
 	if slices.ContainsFunc(failed, isGate) {
-		eg := c.EvaluateGates(pod)
+		eg := fr.gates.EvaluateGates(pod)
 		checks = eg.Checks
 		for _, ch := range checks {
 			if !ch.Passing {
@@ -164,11 +95,11 @@ func (c *Controller) refusedError(pod string, from, to tandem.Mode, failed []str
 }
 
 // refusalMessage is the message of refusedError, for a dry run.
-func (c *Controller) refusalMessage(pod string, from, to tandem.Mode, failed []string) string {
+func (fr *front) refusalMessage(pod string, from, to tandem.Mode, failed []string) string {
 	if len(failed) == 0 {
 		return ""
 	}
-	return tandem.ErrorMessage(c.refusedError(pod, from, to, failed))
+	return tandem.ErrorMessage(fr.refusedError(pod, from, to, failed))
 }
 
 // transitionHint says how to reach to from from.
@@ -237,11 +168,11 @@ func shortDuration(d time.Duration) string {
 
 // dryRun is the verdict of a dry run: what would fail and why, where the
 // pod may go, and, for the promotion to mysql, each gate's measure.
-func (c *Controller) dryRun(pod string, from, to tandem.Mode, failed []string) *tandem.DryRun {
+func (fr *front) dryRun(pod string, from, to tandem.Mode, failed []string) *tandem.DryRun {
 	d := &tandem.DryRun{WouldApply: len(failed) == 0, FailedGates: failed, Allowed: AllowedNext(from),
-		Message: c.refusalMessage(pod, from, to, failed)}
+		Message: fr.refusalMessage(pod, from, to, failed)}
 	if from == tandem.ModeShadow && to == tandem.ModeMySQL {
-		d.Checks = c.EvaluateGates(pod).Checks
+		d.Checks = fr.gates.EvaluateGates(pod).Checks
 	}
 	return d
 }

@@ -447,6 +447,13 @@ func newEnv(t *testing.T, store *memStore, modes ...tandem.Mode) *env {
 // newEnvAs is newEnv for the instance id.
 func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *env {
 	t.Helper()
+	return newEnvWith(t, store, id, nil, modes...)
+}
+
+// newEnvWith is newEnvAs whose Controller is changed by set, when not
+// nil, before Open: the Controller's parts take their configuration then.
+func newEnvWith(t *testing.T, store *memStore, id string, set func(*rollout.Controller), modes ...tandem.Mode) *env {
+	t.Helper()
 	if len(modes) == 0 {
 		modes = []tandem.Mode{tandem.ModeRedis, tandem.ModeShadow, tandem.ModeShadow}
 	}
@@ -467,6 +474,9 @@ func newEnvAs(t *testing.T, store *memStore, id string, modes ...tandem.Mode) *e
 		Now: clk.Now,
 	}, store)
 	e.ctl.Switch, e.ctl.Comparator, e.ctl.Fleet = e.sw, cmp, e.ops
+	if set != nil {
+		set(e.ctl)
+	}
 	if err := e.ctl.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}

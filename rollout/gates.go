@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -54,6 +55,27 @@ var DefaultGates = Gates{
 	MaxMySQLP99: 50 * time.Millisecond, MaxP99Factor: 3, P99Slack: 25 * time.Millisecond, MaxMySQLErrorRate: 0.001,
 }
 
+// gateKeeper judges the pods on the comparator's measures: the promotion
+// gates of shadow -> mysql, the plan's soak gates, and the automatic
+// abort's window (abort.go). It watches the kill switch as it judges, so
+// that after an unkill only what comes next counts.
+type gateKeeper struct {
+	thresholds Gates
+	// cmp is nil when the Controller runs without one: nothing measured.
+	cmp  Comparisons
+	sw   switchReader
+	pods podConfigs
+	now  func() time.Time
+
+	mu sync.Mutex
+	// marks are what the kill switch and the abort last saw, by pod.
+	marks map[string]abortMark
+}
+
+func newGateKeeper(g Gates, cmp Comparisons, sw switchReader, pods podConfigs, now func() time.Time) *gateKeeper {
+	return &gateKeeper{thresholds: g, cmp: cmp, sw: sw, pods: pods, now: now, marks: map[string]abortMark{}}
+}
+
 // passesRequired is ConsecutivePasses, at least one.
 func (g Gates) passesRequired() int {
 	return max(g.ConsecutivePasses, 1)
@@ -67,32 +89,115 @@ const (
 )
 
 // EvaluateGates returns the state of pod's shadow -> mysql gates.
-func (c *Controller) EvaluateGates(pod string) tandem.Gates {
-	c.observeKillSwitch()
+func (k *gateKeeper) EvaluateGates(pod string) tandem.Gates {
+	k.observeKillSwitch()
 	g := tandem.Gates{FailedGates: []string{}}
 	var clean, recent bool
-	if c.Comparator != nil {
-		g.Comparisons, g.DivergenceRate = c.Comparator.GateStats(pod)
+	if k.cmp != nil {
+		g.Comparisons, g.DivergenceRate = k.cmp.GateStats(pod)
 		var at time.Time
 		var ok bool
-		at, clean, ok = c.Comparator.LastAudit(pod)
+		at, clean, ok = k.cmp.LastAudit(pod)
 		clean = ok && clean
-		recent = ok && !at.Before(c.Now().Add(-c.Gates.Window))
+		recent = ok && !at.Before(k.now().Add(-k.thresholds.Window))
 	}
 	g.LastAuditClean = clean
-	if g.Comparisons < c.Gates.MinComparisons {
+	if g.Comparisons < k.thresholds.MinComparisons {
 		g.FailedGates = append(g.FailedGates, GateMinComparisons)
 	}
-	if g.DivergenceRate > c.Gates.MaxDivergenceRate {
+	if g.DivergenceRate > k.thresholds.MaxDivergenceRate {
 		g.FailedGates = append(g.FailedGates, GateMaxDivergenceRate)
 	}
-	if c.Gates.RequireAudit && !(clean && recent) {
+	if k.thresholds.RequireAudit && !(clean && recent) {
 		g.FailedGates = append(g.FailedGates, GateAuditClean)
 	}
 	g.Passing = len(g.FailedGates) == 0
-	g.Checks = c.gateChecks(pod, g)
+	g.Checks = k.gateChecks(pod, g)
 	g.State = combine(g.Checks)
 	return g
+}
+
+// gateChecks measures each of pod's shadow -> mysql gates against its
+// threshold, saying what a failing or inconclusive one lacks. The
+// comparisons gate is inconclusive while the window holds fewer than
+// MinComparisons, the divergence rate while it is over the limit on fewer
+// (unless what they hold already fails it), the audit while there is no
+// recent one and none that found drift.
+func (k *gateKeeper) gateChecks(pod string, g tandem.Gates) []tandem.GateCheck {
+	th := k.thresholds
+	comparisons := tandem.GateCheck{Gate: tandem.GateComparisons, Value: float64(g.Comparisons), Threshold: float64(th.MinComparisons),
+		State: tandem.GatePass}
+	if g.Comparisons < th.MinComparisons {
+		n := th.MinComparisons - g.Comparisons
+		comparisons.State = tandem.GateInconclusive
+		comparisons.Missing = fmt.Sprintf("%d more %s in the %s window", n, plural(n, "comparison"), shortDuration(th.Window))
+	}
+	rate := tandem.GateCheck{Gate: tandem.GateDivergenceRate, Value: g.DivergenceRate, Threshold: th.MaxDivergenceRate,
+		State: rateState(g.Comparisons, g.DivergenceRate, th.MinComparisons, th.MaxDivergenceRate)}
+	switch rate.State {
+	case tandem.GateFail:
+		rate.Missing = fmt.Sprintf("a divergence rate at most %s: find the cause with tandemctl divergences --pod %s",
+			percent(th.MaxDivergenceRate), pod)
+	case tandem.GateInconclusive:
+		rate.Missing = fmt.Sprintf("%s on %d of %d comparisons: too few to judge against %s",
+			percent(g.DivergenceRate), g.Comparisons, th.MinComparisons, percent(th.MaxDivergenceRate))
+	}
+	checks := []tandem.GateCheck{comparisons, rate}
+	if th.RequireAudit {
+		audit := tandem.GateCheck{Gate: tandem.GateAudit, Threshold: 1, State: tandem.GateInconclusive}
+		var at time.Time
+		var clean, ok bool
+		if k.cmp != nil {
+			at, clean, ok = k.cmp.LastAudit(pod)
+		}
+		recent := ok && !at.Before(k.now().Add(-th.Window))
+		switch {
+		case !ok:
+			audit.Missing = "no audit yet: run tandemctl audit " + pod
+		case !clean:
+			audit.State = tandem.GateFail
+			audit.Missing = fmt.Sprintf("the last audit (%s) found drift: resync or fix it, then audit again", at.UTC().Format(time.RFC3339))
+		case !recent:
+			audit.Missing = fmt.Sprintf("the last clean audit is %s old, beyond the %s window: run tandemctl audit %s",
+				shortDuration(k.now().Sub(at)), shortDuration(th.Window), pod)
+		default:
+			audit.Value, audit.State = 1, tandem.GatePass
+		}
+		checks = append(checks, audit)
+	}
+	for i := range checks {
+		checks[i].Passing = checks[i].State == tandem.GatePass
+	}
+	return checks
+}
+
+// rateState judges a rate of bad comparisons of n against at most limit:
+// over it, the gate fails once there are minN comparisons, or before
+// when the bad ones already exceed what minN comparisons allow; until
+// then it is inconclusive. Too little data never fails a gate.
+func rateState(n int64, rate float64, minN int64, limit float64) tandem.GateState {
+	bad := rate * float64(n)
+	switch {
+	case rate <= limit:
+		return tandem.GatePass
+	case n < minN && bad <= limit*float64(minN)+1e-9:
+		return tandem.GateInconclusive
+	}
+	return tandem.GateFail
+}
+
+// lastAuditAt is when pod's last audit ran, nil when none has, so that the
+// views tell "no audit yet" from "not clean".
+func (k *gateKeeper) lastAuditAt(pod string) *time.Time {
+	if k.cmp == nil {
+		return nil
+	}
+	at, _, ok := k.cmp.LastAudit(pod)
+	if !ok {
+		return nil
+	}
+	at = at.UTC()
+	return &at
 }
 
 // combine returns the verdict of checks together.
@@ -127,34 +232,34 @@ var abortGates = map[string]bool{tandem.GateDivergenceRate: true, GateMySQLP99: 
 // and lasts soak: the promotion gates, MySQL's p99 against its service
 // level, MySQL's error rate and the minimum soak time, each with its value,
 // threshold and state.
-func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, soak time.Duration) tandem.PlanGates {
-	g := c.EvaluateGates(pod)
+func (k *gateKeeper) PlanGates(pod string, mode tandem.Mode, since time.Time, soak time.Duration) tandem.PlanGates {
+	g := k.EvaluateGates(pod)
 	checks := append([]tandem.GateCheck{}, g.Checks...)
-	if c.Comparator != nil {
-		r := c.Comparator.Report(pod, mode)
-		n, _ := c.Comparator.GateStats(pod)
-		checks = append(checks, c.Gates.p99Check(n, r.LatencyMS[tandem.StoreRedis].P99, r.LatencyMS[tandem.StoreMySQL].P99))
-		errs := tandem.GateCheck{Gate: GateMySQLErrorRate, Threshold: c.Gates.MaxMySQLErrorRate, State: tandem.GatePass}
+	if k.cmp != nil {
+		r := k.cmp.Report(pod, mode)
+		n, _ := k.cmp.GateStats(pod)
+		checks = append(checks, k.thresholds.p99Check(n, r.LatencyMS[tandem.StoreRedis].P99, r.LatencyMS[tandem.StoreMySQL].P99))
+		errs := tandem.GateCheck{Gate: GateMySQLErrorRate, Threshold: k.thresholds.MaxMySQLErrorRate, State: tandem.GatePass}
 		if mode.SourceOfTruth() == tandem.StoreMySQL {
-			_, errs.Value = c.Comparator.ErrorStats(pod)
+			_, errs.Value = k.cmp.ErrorStats(pod)
 		} else if r.Comparisons > 0 {
 			errs.Value = float64(r.Divergences[tandem.KindShadowError]+r.Divergences[tandem.KindShadowTimeout]) / float64(r.Comparisons)
 		}
-		if c.Gates.MaxMySQLErrorRate > 0 {
-			errs.State = rateState(n, errs.Value, c.Gates.MinComparisons, c.Gates.MaxMySQLErrorRate)
+		if k.thresholds.MaxMySQLErrorRate > 0 {
+			errs.State = rateState(n, errs.Value, k.thresholds.MinComparisons, k.thresholds.MaxMySQLErrorRate)
 		}
 		switch errs.State {
 		case tandem.GateFail:
-			errs.Missing = fmt.Sprintf("MySQL error rate %s, at most %s", percent(errs.Value), percent(c.Gates.MaxMySQLErrorRate))
+			errs.Missing = fmt.Sprintf("MySQL error rate %s, at most %s", percent(errs.Value), percent(k.thresholds.MaxMySQLErrorRate))
 		case tandem.GateInconclusive:
 			errs.Missing = fmt.Sprintf("MySQL error rate %s on %d of %d comparisons: too few to judge against %s",
-				percent(errs.Value), n, c.Gates.MinComparisons, percent(c.Gates.MaxMySQLErrorRate))
+				percent(errs.Value), n, k.thresholds.MinComparisons, percent(k.thresholds.MaxMySQLErrorRate))
 		}
 		checks = append(checks, errs)
 	}
 	soaked := time.Duration(0)
 	if !since.IsZero() {
-		soaked = c.Now().Sub(since)
+		soaked = k.now().Sub(since)
 	}
 	ms := tandem.GateCheck{Gate: GateMinSoak, Value: soaked.Seconds(), Threshold: soak.Seconds(), State: tandem.GatePass}
 	if soaked < soak {
@@ -165,7 +270,7 @@ func (c *Controller) PlanGates(pod string, mode tandem.Mode, since time.Time, so
 	for i := range checks {
 		checks[i].Passing = checks[i].State == tandem.GatePass
 	}
-	pg := tandem.PlanGates{Passing: true, Checks: checks, State: combine(checks), PassesRequired: c.Gates.passesRequired()}
+	pg := tandem.PlanGates{Passing: true, Checks: checks, State: combine(checks), PassesRequired: k.thresholds.passesRequired()}
 	for _, ch := range checks {
 		pg.Passing = pg.Passing && ch.Passing
 	}

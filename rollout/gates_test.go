@@ -56,13 +56,13 @@ func TestPlanGates_P99ServiceLevel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, newMemStore(), tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
 			g := testGates
 			g.MaxMySQLP99, g.MaxP99Factor, g.P99Slack = slo.MaxMySQLP99, slo.MaxP99Factor, slo.P99Slack
 			if tt.gates != nil {
 				tt.gates(&g)
 			}
-			e.ctl.Gates = g
+			e := newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.Gates = g },
+				tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
 			e.latencies("pod-b", tt.n, tt.redis, tt.mysql)
 			ch := p99Of(e.ctl.PlanGates("pod-b", tandem.ModeShadow, e.clk.Now(), 0))
 			if ch.State != tt.want || ch.Passing != (tt.want == tandem.GatePass) || !strings.Contains(ch.Missing, tt.missing) {
@@ -96,8 +96,11 @@ func TestPlanGates_MySQLErrorRate(t *testing.T) {
 		}
 		return tandem.GateCheck{}
 	}
-	e := newEnv(t, newMemStore(), tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
-	e.ctl.Gates.MaxMySQLErrorRate = 0.02
+	withRate := func(limit float64) *env {
+		return newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.Gates.MaxMySQLErrorRate = limit },
+			tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
+	}
+	e := withRate(0.02)
 	errs(e, 50, 2) // 4 % of 50; 2 of 100 would be 2 %: too few to say
 	if ch := state(e); ch.State != tandem.GateInconclusive {
 		t.Errorf("got %+v, want inconclusive", ch)
@@ -106,8 +109,10 @@ func TestPlanGates_MySQLErrorRate(t *testing.T) {
 	if ch := state(e); ch.State != tandem.GateFail || !strings.Contains(ch.Missing, "at most 2%") {
 		t.Errorf("got %+v, want failing", ch)
 	}
-	e.ctl.Gates.MaxMySQLErrorRate = 0
-	if ch := state(e); ch.State != tandem.GatePass {
+	off := withRate(0)
+	errs(off, 50, 2)
+	errs(off, 50, 1)
+	if ch := state(off); ch.State != tandem.GatePass {
 		t.Errorf("got %+v, want passing when disabled", ch)
 	}
 }
@@ -116,8 +121,8 @@ func TestPlanGates_MySQLErrorRate(t *testing.T) {
 // its gates passed the required evaluations in a row, and starts counting
 // again after one that does not pass.
 func TestPlan_ConsecutivePasses(t *testing.T) {
-	e := newEnv(t, newMemStore(), tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
-	e.ctl.Gates.ConsecutivePasses = 3
+	e := newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.Gates.ConsecutivePasses = 3 },
+		tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
 	zero := time.Duration(0)
 	planStart(t, e, func(s *tandem.PlanStart) { s.ShadowSoak = &zero })
 	e.healthy()

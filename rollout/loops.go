@@ -13,9 +13,9 @@ import (
 // with a Fleet, resumes the transitions left behind and starts the loop
 // that looks for more.
 func (c *Controller) startLoops(ctx context.Context) {
-	c.loop(c.PollInterval, "reload pod modes", c.pollOnce)
+	c.loop(c.PollInterval, "reload pod modes", c.poll)
 	c.loop(c.HeartbeatInterval, "heartbeat", func(ctx context.Context) error {
-		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.version.Load())
+		return c.Store.Heartbeat(ctx, c.InstanceID, c.Now().UTC(), c.Version())
 	})
 	c.loop(c.AbortInterval, "automatic abort", func(ctx context.Context) error {
 		c.CheckAbort(ctx)
@@ -33,34 +33,21 @@ func (c *Controller) startLoops(ctx context.Context) {
 // loop runs fn every interval until Close, each run bounded by
 // storeTimeout, and reports its failures as what.
 func (c *Controller) loop(every time.Duration, what string, fn func(context.Context) error) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.life.start(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-c.ctx.Done():
+			case <-c.life.ctx.Done():
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
+			ctx, cancel := context.WithTimeout(c.life.ctx, storeTimeout)
 			err := fn(ctx)
 			cancel()
-			if err != nil && c.ctx.Err() == nil {
+			if err != nil && c.life.ctx.Err() == nil {
 				c.report(fmt.Errorf("%s: %w", what, err))
 			}
 		}
-	}()
-}
-
-func (c *Controller) pollOnce(ctx context.Context) error {
-	v, err := c.Store.Version(ctx)
-	if err != nil {
-		return err
-	}
-	if v == c.version.Load() {
-		return nil
-	}
-	return c.Reload(ctx)
+	})
 }

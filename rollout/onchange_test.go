@@ -38,9 +38,9 @@ func (c *changes) find(action, pod string) (tandem.AuditLogEntry, bool) {
 // reason, pod, before and after, for the log.
 func TestController_OnChange(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, newMemStore(), tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL)
 	got := &changes{}
-	e.ctl.OnChange = got.add
+	e := newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.OnChange = got.add },
+		tandem.ModeRedis, tandem.ModeShadow, tandem.ModeMySQL)
 
 	e.ctl.SetMode(ctx, "pod-a", tandem.ModeChange{Change: why, Mode: tandem.ModeShadow})
 	e.passGates(t, "pod-b")

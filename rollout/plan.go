@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -118,27 +117,23 @@ func (d *planDoc) pod(name string) *planPod {
 	return nil
 }
 
-// PlanOrder returns the pods in rollout order: by shop count ascending,
-// then by name.
-func (c *Controller) PlanOrder() []string {
-	pods := make([]PodConfig, len(c.PodConfigs))
-	copy(pods, c.PodConfigs)
-	sort.SliceStable(pods, func(i, j int) bool {
-		if a, b := pods[i].Shops.Size(), pods[j].Shops.Size(); a != b {
-			return a < b
-		}
-		return pods[i].Name < pods[j].Name
-	})
-	names := make([]string, len(pods))
-	for i, p := range pods {
-		names[i] = p.Name
-	}
-	return names
+// planBook reads and writes the persisted plan for the plan's admin API
+// (planapi.go) and its driver (plandrive.go).
+type planBook struct {
+	store planStore
+	now   func() time.Time
+	notify
 }
 
-// loadPlan reads the persisted plan; a record with no document is idle.
-func (c *Controller) loadPlan(ctx context.Context) (planDoc, tandem.PlanRecord, error) {
-	rec, err := c.Store.LoadPlan(ctx)
+// planStore is what the plan keeps in the control database.
+type planStore interface {
+	PlanStore
+	AuditLogStore
+}
+
+// load reads the persisted plan; a record with no document is idle.
+func (b *planBook) load(ctx context.Context) (planDoc, tandem.PlanRecord, error) {
+	rec, err := b.store.LoadPlan(ctx)
 	if err != nil {
 		return planDoc{}, rec, unavailable(err, "load the rollout plan")
 	}
@@ -151,272 +146,28 @@ func (c *Controller) loadPlan(ctx context.Context) (planDoc, tandem.PlanRecord, 
 	return doc, rec, nil
 }
 
-// updatePlan applies fn to the persisted plan and saves it, again when
-// another instance wrote first. fn returns the audit-log action of the
-// change ("" for none) or an error that leaves the plan as it was.
-func (c *Controller) updatePlan(ctx context.Context, ch tandem.Change, fn func(d *planDoc) (string, string, error)) (*tandem.Plan, error) {
-	for attempt := 0; ; attempt++ {
-		doc, rec, err := c.loadPlan(ctx)
-		if err != nil {
-			return nil, err
-		}
-		action, pod, err := fn(&doc)
-		if err != nil {
-			return c.planView(doc, rec), err
-		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := c.Store.SavePlan(ctx, b, rec.Version); err != nil {
-			if tandem.ErrorCode(err) == tandem.ECONFLICT && attempt < 5 {
-				continue
-			}
-			return nil, unavailable(err, "save the rollout plan")
-		}
-		if action != "" {
-			c.planAudit(ctx, ch, action, pod, string(doc.Phase))
-		}
-		return c.planView(doc, rec), nil
-	}
-}
-
-func (c *Controller) planAudit(ctx context.Context, ch tandem.Change, action, pod, after string) {
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: action, Pod: pod, Reason: ch.Reason, After: after}
-	if err := c.Store.AppendAudit(ctx, e); err != nil {
-		c.report(fmt.Errorf("record %s: %w", action, err))
-	}
-	c.changed(e)
-}
-
-// PlanStatus returns the persisted plan with every pod's gates. Returns
-// EUNAVAILABLE.
-func (c *Controller) PlanStatus(ctx context.Context) (*tandem.Plan, error) {
-	doc, rec, err := c.loadPlan(ctx)
+// save writes d if the plan's record is still at version; ECONFLICT when
+// another write came first.
+func (b *planBook) save(ctx context.Context, d planDoc, version int64) error {
+	doc, err := json.Marshal(d)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return c.planView(doc, rec), nil
+	_, err = b.store.SavePlan(ctx, doc, version)
+	return err
 }
 
-// StartPlan starts a plan over every pod, smallest first, with the
-// defaults (PlanDefaults) overridden by st. Returns EINVALID, ECONFLICT
-// (one is running or paused), EUNAVAILABLE.
-func (c *Controller) StartPlan(ctx context.Context, st tandem.PlanStart) (*tandem.Plan, error) {
-	ch, err := validateChange(st.Change)
-	if err != nil {
-		return nil, err
-	}
-	set, err := c.planSettings(st)
-	if err != nil {
-		return nil, err
-	}
-	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
-		if d.Phase == tandem.PlanRunning || d.Phase == tandem.PlanPaused {
-			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s: resume or abort it first", d.Phase)
-		}
-		now := c.Now().UTC()
-		*d = planDoc{ID: now.Format(time.RFC3339Nano), Phase: tandem.PlanRunning, Settings: set, Promoted: []string{}}
-		for _, pod := range c.PlanOrder() {
-			d.Pods = append(d.Pods, planPod{Pod: pod, Step: tandem.StepPending, Since: now})
-		}
-		return ActionPlanStart, "", nil
-	})
+// lease makes instance id the plan's driver until until, if it already
+// is or the lease ran out before now; it reports whether it is.
+func (b *planBook) lease(ctx context.Context, id string, now, until time.Time) (bool, error) {
+	return b.store.LeasePlan(ctx, id, now, until)
 }
 
-func (c *Controller) planSettings(st tandem.PlanStart) (PlanSettings, error) {
-	s := c.PlanDefaults
-	if st.ShadowSoak != nil {
-		s.ShadowSoak = *st.ShadowSoak
+// audit writes a change of the plan to the audit log and tells OnChange.
+func (b *planBook) audit(ctx context.Context, ch tandem.Change, action, pod, after string) {
+	e := tandem.AuditLogEntry{At: b.now().UTC(), Actor: ch.Actor, Action: action, Pod: pod, Reason: ch.Reason, After: after}
+	if err := b.store.AppendAudit(ctx, e); err != nil {
+		b.report(fmt.Errorf("record %s: %w", action, err))
 	}
-	if st.MySQLSoak != nil {
-		s.MySQLSoak = *st.MySQLSoak
-	}
-	if st.FinalMode != nil {
-		s.FinalMode = *st.FinalMode
-	}
-	if st.Parallel != nil {
-		s.Parallel = *st.Parallel
-	}
-	if st.Approval != nil {
-		s.Approval = *st.Approval
-	}
-	if st.ConfirmWebhooks != nil {
-		s.ConfirmWebhooks = st.ConfirmWebhooks
-	}
-	if st.ConfirmTimeout != nil {
-		s.ConfirmTimeout = *st.ConfirmTimeout
-	}
-	if st.RehearsalSpeed != nil {
-		s.RehearsalSpeed = *st.RehearsalSpeed
-	}
-	if st.RehearsalP99Max != nil {
-		s.RehearsalP99Max = *st.RehearsalP99Max
-	}
-	if err := validateConfirm(s.ConfirmWebhooks, s.ConfirmTimeout); err != nil {
-		return s, err
-	}
-	if err := validateRehearsal(s.RehearsalSpeed, s.RehearsalP99Max); err != nil {
-		return s, err
-	}
-	switch {
-	case s.ShadowSoak < 0 || s.MySQLSoak < 0:
-		return s, tandem.Errorf(tandem.EINVALID, "soaks must not be negative")
-	case s.FinalMode != tandem.ModeMySQL && s.FinalMode != tandem.ModeMySQLOnly:
-		return s, tandem.Errorf(tandem.EINVALID, "final_mode must be mysql or mysql_only, got %q", s.FinalMode)
-	case s.Parallel < 1 || s.Parallel > 100:
-		return s, tandem.Errorf(tandem.EINVALID, "parallel must be 1..100, got %d", s.Parallel)
-	}
-	return s, nil
-}
-
-// PausePlan stops a running plan from advancing until ResumePlan.
-// Returns EINVALID, ECONFLICT (not running), EUNAVAILABLE.
-func (c *Controller) PausePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanPause, tandem.PlanPaused, tandem.PlanRunning)
-}
-
-// ResumePlan lets a paused plan advance again. Returns EINVALID, ECONFLICT
-// (not paused), EUNAVAILABLE.
-func (c *Controller) ResumePlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanResume, tandem.PlanRunning, tandem.PlanPaused)
-}
-
-// AbortPlan stops a running or paused plan for good; pods keep their mode
-// (the kill switch moves them back). Returns EINVALID, ECONFLICT,
-// EUNAVAILABLE.
-func (c *Controller) AbortPlan(ctx context.Context, ch tandem.Change) (*tandem.Plan, error) {
-	return c.movePlan(ctx, ch, ActionPlanAbort, tandem.PlanAborted, tandem.PlanRunning, tandem.PlanPaused)
-}
-
-func (c *Controller) movePlan(ctx context.Context, ch tandem.Change, action string, to tandem.PlanPhase, from ...tandem.PlanPhase) (*tandem.Plan, error) {
-	ch, err := validateChange(ch)
-	if err != nil {
-		return nil, err
-	}
-	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
-		ok := false
-		for _, f := range from {
-			ok = ok || d.Phase == f
-		}
-		if !ok {
-			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", d.Phase)
-		}
-		d.Phase = to
-		d.Waiting = fmt.Sprintf("%s by %s: %s", to, ch.Actor, ch.Reason)
-		if to == tandem.PlanRunning {
-			d.Waiting = ""
-		}
-		if to == tandem.PlanAborted {
-			for i := range d.Pods {
-				if inTransition(d.Pods[i].Step) {
-					// What it waited for ("soaking in mysql until ...")
-					// no longer comes.
-					d.Pods[i].Step, d.Pods[i].Waiting = tandem.StepAborted, ""
-				}
-			}
-		}
-		return action, "", nil
-	})
-}
-
-// ApprovePlan lets pod's next promotion go. Returns EINVALID, EUNKNOWNPOD,
-// ECONFLICT (no plan runs, or the pod is done), EUNAVAILABLE.
-func (c *Controller) ApprovePlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
-	return c.podPlanChange(ctx, ch, pod, ActionPlanApprove, func(p *planPod) {
-		p.Approved = true
-	})
-}
-
-// SkipPlan takes pod out of the plan where it stands. Returns EINVALID,
-// EUNKNOWNPOD, ECONFLICT, EUNAVAILABLE.
-func (c *Controller) SkipPlan(ctx context.Context, ch tandem.Change, pod string) (*tandem.Plan, error) {
-	return c.podPlanChange(ctx, ch, pod, ActionPlanSkip, func(p *planPod) {
-		p.Step, p.Waiting = tandem.StepSkipped, ""
-	})
-}
-
-func (c *Controller) podPlanChange(ctx context.Context, ch tandem.Change, pod, action string, fn func(p *planPod)) (*tandem.Plan, error) {
-	ch, err := validateChange(ch)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := c.config(pod); !ok {
-		return nil, unknownPod(pod)
-	}
-	return c.updatePlan(ctx, ch, func(d *planDoc) (string, string, error) {
-		if d.Phase != tandem.PlanRunning && d.Phase != tandem.PlanPaused {
-			return "", "", tandem.Errorf(tandem.ECONFLICT, "the rollout plan is %s", d.Phase)
-		}
-		p := d.pod(pod)
-		if p == nil || p.Step == tandem.StepDone || p.Step == tandem.StepSkipped || p.Step == tandem.StepAborted {
-			return "", "", tandem.Errorf(tandem.ECONFLICT, "pod %s has nothing left to do in the plan", pod)
-		}
-		fn(p)
-		return action, pod, nil
-	})
-}
-
-// planView is the persisted plan as PLAN shows it, with every pod's mode
-// and gates as this instance sees them.
-func (c *Controller) planView(d planDoc, rec tandem.PlanRecord) *tandem.Plan {
-	now := c.Now()
-	out := &tandem.Plan{Phase: d.Phase, Waiting: d.Waiting, Order: c.PlanOrder(), Promoted: d.Promoted,
-		Pods: []tandem.PlanPod{}}
-	if out.Phase == "" {
-		out.Phase = tandem.PlanIdle
-	}
-	if out.Promoted == nil {
-		out.Promoted = []string{}
-	}
-	set := d.Settings
-	if d.Phase == tandem.PlanIdle || d.Phase == "" {
-		set = c.PlanDefaults
-	}
-	out.Settings = tandem.PlanSettings{ShadowSoak: set.ShadowSoak.String(), MySQLSoak: set.MySQLSoak.String(),
-		FinalMode: set.FinalMode, Parallel: set.Parallel, Approval: set.Approval,
-		ConfirmWebhooks: redactURLs(set.ConfirmWebhooks), ConfirmTimeout: confirmTimeout(set).String()}
-	if set.RehearsalSpeed > 0 {
-		out.Settings.Rehearsal = &tandem.PlanRehearsal{Speed: set.RehearsalSpeed, P99Max: set.RehearsalP99Max.String()}
-	}
-	if rec.Driver != "" && rec.LeaseUntil.After(now) {
-		out.Driver = rec.Driver
-		until := rec.LeaseUntil.UTC()
-		out.LeaseUntil = &until
-	}
-	steps := map[string]planPod{}
-	for _, p := range d.Pods {
-		steps[p.Pod] = p
-	}
-	for _, name := range out.Order {
-		p, ok := steps[name]
-		if !ok {
-			p = planPod{Pod: name, Step: tandem.StepPending}
-		}
-		killed := c.engaged(name)
-		pp := tandem.PlanPod{Pod: name, Mode: c.Mode(name), Step: p.Step, Waiting: p.Waiting, KillSwitch: killed}
-		pp.SourceOfTruth = pp.Mode.Effective(killed).SourceOfTruth()
-		soak := set.ShadowSoak
-		mode := tandem.ModeShadow
-		if p.Step == tandem.StepMySQLSoak {
-			soak, mode = set.MySQLSoak, tandem.ModeMySQL
-		}
-		if !p.SoakUntil.IsZero() && (p.Step == tandem.StepShadowSoak || p.Step == tandem.StepMySQLSoak || p.Step == tandem.StepAwaitingApproval) {
-			until := p.SoakUntil.UTC()
-			pp.SoakUntil = &until
-			if left := p.SoakUntil.Sub(now); left > 0 {
-				pp.SoakRemaining = left.Round(time.Second).String()
-			}
-		}
-		pp.Gates = c.PlanGates(name, mode, p.Since, soak)
-		pp.Gates.Passes = p.Passes
-		if !soaking(p.Step) {
-			pp.Gates = withoutSoak(pp.Gates)
-		}
-		if set.RehearsalSpeed > 0 && (p.Step == tandem.StepShadowSoak || p.Step == tandem.StepAwaitingApproval) {
-			pp.Gates = withCheck(pp.Gates, rehearsalCheck(p, set))
-		}
-		out.Pods = append(out.Pods, pp)
-	}
-	return out
+	b.changed(e)
 }

@@ -173,8 +173,8 @@ func TestController_Plan(t *testing.T) {
 	})
 
 	t.Run("P99GateFails", func(t *testing.T) {
-		e := newEnv(t, newMemStore(), tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
-		e.ctl.Gates.MaxP99Factor = 1.5
+		e := newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) { c.Gates.MaxP99Factor = 1.5 },
+			tandem.ModeShadow, tandem.ModeShadow, tandem.ModeShadow)
 		for range 200 {
 			e.cmp.Record(tandem.Comparison{Pod: "pod-b", Op: tandem.OpReserve,
 				Primary: tandem.Outcome{Store: tandem.StoreRedis, Latency: time.Millisecond},

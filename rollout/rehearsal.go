@@ -93,7 +93,7 @@ type rehearsalRun struct {
 // rehearsed reports whether p's latest capture was rehearsed and held.
 // When not (yet), it starts the rehearsal if none runs and says in
 // p.Waiting and p.Rehearsal why the pod waits.
-func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
+func (pd *planDriver) rehearsed(d *planDoc, p *planPod) bool {
 	set := d.Settings
 	if set.RehearsalSpeed <= 0 {
 		return true
@@ -106,10 +106,10 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 		p.Waiting = "rehearsal: " + missing
 		return false
 	}
-	if c.Rehearser == nil || c.ctx.Err() != nil {
+	if pd.rehearser == nil || pd.life.ctx.Err() != nil {
 		return wait("", "the plan has a rehearsal gate but this instance cannot rehearse")
 	}
-	id, ok := c.Rehearser.LatestCapture(p.Pod)
+	id, ok := pd.rehearser.LatestCapture(p.Pod)
 	if !ok {
 		return wait("", fmt.Sprintf("no capture of %s on this instance yet: take one under traffic (tandemctl capture %s --for 10m)", p.Pod, p.Pod))
 	}
@@ -119,9 +119,9 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 	}
 	key := fmt.Sprintf("%s %s %s %g %s", d.ID, p.Pod, id, set.RehearsalSpeed, set.RehearsalP99Max)
 	running := fmt.Sprintf("rehearsing capture %s at %gx on a scratch database", id, set.RehearsalSpeed)
-	c.rehearseMu.Lock()
-	defer c.rehearseMu.Unlock()
-	if r := c.rehearsals[p.Pod]; r != nil {
+	pd.rehearseMu.Lock()
+	defer pd.rehearseMu.Unlock()
+	if r := pd.rehearsals[p.Pod]; r != nil {
 		switch {
 		case !r.done && r.key != key:
 			// It rehearses an older capture, or for an older plan.
@@ -130,10 +130,10 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 		case r.key != key:
 		case !r.done:
 			return wait(id, running)
-		case r.err != nil && c.Now().Sub(r.at) < rehearsalRetryEvery:
+		case r.err != nil && pd.now().Sub(r.at) < rehearsalRetryEvery:
 			return wait(id, fmt.Sprintf("capture %s could not be rehearsed: %s; trying again", id, rehearsalError(r.err)))
 		case r.err == nil:
-			delete(c.rehearsals, p.Pod)
+			delete(pd.rehearsals, p.Pod)
 			p.Rehearsal = judgeRehearsal(id, r.res, set)
 			if p.Rehearsal.State == tandem.GatePass {
 				return true
@@ -142,40 +142,39 @@ func (c *Controller) rehearsed(d *planDoc, p *planPod) bool {
 			return false
 		}
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	c.rehearsals[p.Pod] = &rehearsalRun{key: key, cancel: cancel}
-	c.wg.Add(1)
-	go c.rehearse(ctx, cancel, key, p.Pod, id, set.RehearsalSpeed)
+	ctx, cancel := context.WithCancel(pd.life.ctx)
+	pd.rehearsals[p.Pod] = &rehearsalRun{key: key, cancel: cancel}
+	pod, speed := p.Pod, set.RehearsalSpeed
+	pd.life.start(func() { pd.rehearse(ctx, cancel, key, pod, id, speed) })
 	return wait(id, running)
 }
 
 // rehearse runs one rehearsal and records its answer.
-func (c *Controller) rehearse(ctx context.Context, cancel context.CancelFunc, key, pod, id string, speed float64) {
-	defer c.wg.Done()
+func (pd *planDriver) rehearse(ctx context.Context, cancel context.CancelFunc, key, pod, id string, speed float64) {
 	defer cancel()
-	res, err := c.Rehearser.Rehearse(ctx, id, speed)
+	res, err := pd.rehearser.Rehearse(ctx, id, speed)
 	if ctx.Err() != nil {
 		// Closed, or superseded by a newer capture or plan.
-		c.rehearseMu.Lock()
-		if r := c.rehearsals[pod]; r != nil && r.key == key {
-			delete(c.rehearsals, pod)
+		pd.rehearseMu.Lock()
+		if r := pd.rehearsals[pod]; r != nil && r.key == key {
+			delete(pd.rehearsals, pod)
 		}
-		c.rehearseMu.Unlock()
+		pd.rehearseMu.Unlock()
 		return
 	}
-	c.rehearseMu.Lock()
-	if r := c.rehearsals[pod]; r != nil && r.key == key && !r.done {
-		r.done, r.res, r.err, r.at = true, res, err, c.Now()
+	pd.rehearseMu.Lock()
+	if r := pd.rehearsals[pod]; r != nil && r.key == key && !r.done {
+		r.done, r.res, r.err, r.at = true, res, err, pd.now()
 	}
-	c.rehearseMu.Unlock()
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ActorPlan, Action: ActionPlanRehearsal, Pod: pod,
+	pd.rehearseMu.Unlock()
+	e := tandem.AuditLogEntry{At: pd.now().UTC(), Actor: ActorPlan, Action: ActionPlanRehearsal, Pod: pod,
 		Before: fmt.Sprintf("capture %s at %gx", id, speed), After: "ran"}
 	if err != nil {
 		e.Reason, e.After = "could not rehearse: "+rehearsalError(err), "error"
 	} else {
 		e.Reason = fmt.Sprintf("%d ops, p99 %s, %d errors, %d broken invariants", res.Ops, msText(ms(res.P99)), res.Errors, res.Violations)
 	}
-	c.changed(e)
+	pd.changed(e)
 }
 
 // rehearsalError says why a rehearsal could not run: the replay's own
@@ -190,10 +189,10 @@ func rehearsalError(err error) string {
 }
 
 // stopRehearsals cancels the rehearsals that run.
-func (c *Controller) stopRehearsals() {
-	c.rehearseMu.Lock()
-	defer c.rehearseMu.Unlock()
-	for _, r := range c.rehearsals {
+func (pd *planDriver) stopRehearsals() {
+	pd.rehearseMu.Lock()
+	defer pd.rehearseMu.Unlock()
+	for _, r := range pd.rehearsals {
 		if !r.done {
 			r.cancel()
 		}

@@ -69,13 +69,15 @@ type rehearsalEnv struct {
 
 func newRehearsalEnv(t *testing.T, modes ...tandem.Mode) *rehearsalEnv {
 	t.Helper()
-	e := &rehearsalEnv{env: newEnv(t, newMemStore(), modes...), r: newFakeRehearser(), ended: make(chan tandem.AuditLogEntry, 64)}
-	e.ctl.Rehearser = e.r
-	e.ctl.OnChange = func(le tandem.AuditLogEntry) {
-		if le.Action == rollout.ActionPlanRehearsal {
-			e.ended <- le
+	e := &rehearsalEnv{r: newFakeRehearser(), ended: make(chan tandem.AuditLogEntry, 64)}
+	e.env = newEnvWith(t, newMemStore(), "test", func(c *rollout.Controller) {
+		c.Rehearser = e.r
+		c.OnChange = func(le tandem.AuditLogEntry) {
+			if le.Action == rollout.ActionPlanRehearsal {
+				e.ended <- le
+			}
 		}
-	}
+	}, modes...)
 	zero, speed, p99 := time.Duration(0), 3.0, 50*time.Millisecond
 	planStart(t, e.env, func(s *tandem.PlanStart) {
 		s.ShadowSoak, s.MySQLSoak = &zero, &zero

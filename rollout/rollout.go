@@ -4,7 +4,9 @@
 // second by polling the control version, checks transitions and the
 // promotion gates, trips a pod's kill switch by itself when its divergence
 // rate crosses the abort threshold, runs the smallest-first rollout plan,
-// and serves tandem.AdminService and tandem.PlanService.
+// and serves tandem.AdminService and tandem.PlanService. Each of those
+// jobs is a part of its own, which the Controller assembles (its field
+// list maps them to their files).
 package rollout
 
 import (
@@ -12,71 +14,11 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tandemhq/tandem"
 )
-
-// StateStore persists the control state; controldb's Store implements
-// it. Every change appends its audit-log entry and bumps the control
-// version in one transaction.
-type StateStore interface {
-	// InitPods stores each pod that has no row yet with its mode (the
-	// configured initial one); stored pods keep theirs.
-	InitPods(ctx context.Context, pods []tandem.Pod, at time.Time) error
-	// Pods returns every stored pod (Name, Mode, UpdatedAt) and the control
-	// version they were read at.
-	Pods(ctx context.Context) ([]tandem.Pod, int64, error)
-	// Version returns the control version.
-	Version(ctx context.Context) (int64, error)
-	// SetMode moves pod from mode from to mode to and clears its resynced
-	// flag. Returns ECONFLICT when pod is no longer in from, EUNKNOWNPOD
-	// when it is not stored.
-	SetMode(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (version int64, err error)
-	// MarkResynced sets pod's resynced flag (its Redis was rebuilt from MySQL).
-	MarkResynced(ctx context.Context, pod string, e tandem.AuditLogEntry) error
-	// Resynced returns pod's resynced flag.
-	Resynced(ctx context.Context, pod string) (bool, error)
-	// AppendAudit appends an entry to the audit log.
-	AppendAudit(ctx context.Context, e tandem.AuditLogEntry) error
-	// AuditLog returns the last limit entries, newest first.
-	AuditLog(ctx context.Context, limit int) ([]tandem.AuditLogEntry, error)
-	// RegisterInstance records a starting instance (or restarts its record).
-	RegisterInstance(ctx context.Context, in tandem.Instance) error
-	// Heartbeat records that the instance is alive and the control version
-	// it has applied.
-	Heartbeat(ctx context.Context, id string, at time.Time, version int64) error
-	// Instances returns every recorded instance.
-	Instances(ctx context.Context) ([]tandem.Instance, error)
-
-	// LoadPlan returns the rollout plan's record.
-	LoadPlan(ctx context.Context) (tandem.PlanRecord, error)
-	// SavePlan writes the plan's document if its version is still version
-	// and returns the new one; ECONFLICT when another write came first.
-	SavePlan(ctx context.Context, doc []byte, version int64) (int64, error)
-	// LeasePlan makes instance id the plan's driver until until, if it
-	// already is or the lease ran out before now; it reports whether it is.
-	LeasePlan(ctx context.Context, id string, now, until time.Time) (bool, error)
-
-	// BeginTransition records that a background transition runs.
-	BeginTransition(ctx context.Context, t tandem.PendingTransition) error
-	// ClaimTransition hands pod's transition from instance from to
-	// instance to and reports whether it was still from's.
-	ClaimTransition(ctx context.Context, pod, from, to string) (bool, error)
-	// TransitionProgress records how far owner's copy for pod is.
-	TransitionProgress(ctx context.Context, pod, owner string, copied, total int) error
-	// PendingTransitions returns every recorded transition.
-	PendingTransitions(ctx context.Context) ([]tandem.PendingTransition, error)
-	// EndTransition forgets pod's transition and reports whether there
-	// was one.
-	EndTransition(ctx context.Context, pod string) (bool, error)
-	// FinishTransition forgets pod's transition and moves it from from to
-	// to, in one transaction. Returns ECONFLICT when the transition was
-	// cancelled meanwhile or the pod is no longer in from.
-	FinishTransition(ctx context.Context, pod string, from, to tandem.Mode, e tandem.AuditLogEntry) (int64, error)
-}
 
 // KillSwitch is the kill switch as the controller uses it; killswitch's
 // Switch implements it.
@@ -268,7 +210,8 @@ func (cfg Config) withDefaults() Config {
 // methods are safe for concurrent use.
 type Controller struct {
 	// Config is the configuration New was given, with the defaults; its
-	// fields may be changed before Open (PodConfigs excepted).
+	// fields may be changed before Open (PodConfigs excepted), which hands
+	// them to the Controller's parts.
 	Config
 	// Store persists the control state.
 	Store StateStore
@@ -292,48 +235,32 @@ type Controller struct {
 	// (POD.throttle); nil shows the manual throttle alone.
 	Throttles ThrottleStates
 
-	state atomic.Pointer[podTable]
-	// manual holds the manual throttles, loaded with the pod modes.
-	manual  atomic.Pointer[manualTable]
-	version atomic.Int64
-	// reloadMu serializes reloads so that an older read never replaces a
-	// newer one.
-	reloadMu sync.Mutex
+	// The parts, one job each with its own fields, talking through small
+	// interfaces; their exported methods are the Controller's.
+	//   podModes     the modes and manual throttles in memory (podmodes.go)
+	//   gateKeeper   the gates and the abort's window (gates.go, abort.go)
+	//   transitions  the background backfills (transition.go)
+	//   front        the admin front (admin.go, mode.go, explain.go, throttle.go)
+	//   planFront    the plan's admin API (planapi.go)
+	//   planDriver   the plan's loop: lease, steps, confirm webhooks and
+	//                rehearsals (plandrive.go, confirm.go, rehearsal.go)
+	//   aborter      the automatic abort's loop (abort.go)
+	// podModes answers Mode from New on; Open builds the others again with
+	// what was set meanwhile (assemble).
+	*podModes
+	*gateKeeper
+	*transitions
+	*front
+	*planFront
+	*planDriver
+	*aborter
 
-	trMu        sync.Mutex
-	transitions map[string]*transitionRun
-	// auditing lists the pods whose audit the plan runs (under trMu).
-	auditing map[string]bool
-
-	abortMu    sync.Mutex
-	abortMarks map[string]abortMark
-	// confirms are the plan's confirm webhook calls, by pod.
-	confirmMu sync.Mutex
-	confirms  map[string]*confirmRun
-	// rehearsals are the plan's rehearsals, by pod.
-	rehearseMu sync.Mutex
-	rehearsals map[string]*rehearsalRun
-
-	startedAt time.Time
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	life *background
 }
 
 var _ tandem.AdminService = (*Controller)(nil)
 
 var _ tandem.PlanService = (*Controller)(nil)
-
-type podState struct {
-	mode      tandem.Mode
-	updatedAt time.Time
-}
-
-type podTable struct {
-	version int64
-	pods    map[string]podState
-}
 
 // New returns a Controller of cfg's pods over store. Its modes are
 // unknown ("") until Open loads the persisted ones: a pod's router must
@@ -342,13 +269,34 @@ type podTable struct {
 // and the pods' routers read this Controller's modes, so they are built
 // after it.
 func New(cfg Config, store StateStore) *Controller {
-	c := &Controller{Config: cfg.withDefaults(), Store: store,
-		transitions: map[string]*transitionRun{}, auditing: map[string]bool{}, abortMarks: map[string]abortMark{},
-		confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
-	c.state.Store(&podTable{pods: map[string]podState{}})
-	c.manual.Store(&manualTable{})
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c := &Controller{Config: cfg.withDefaults(), Store: store, podModes: newPodModes(store, cfg.PodConfigs)}
+	c.life = newBackground()
+	c.assemble()
 	return c
+}
+
+// assemble builds the Controller's parts from its configuration and
+// dependencies. New assembles them so that a Controller answers before
+// Open; Open assembles them again with what was set meanwhile.
+func (c *Controller) assemble() {
+	pods, note := c.podModes.pods, notify{onError: c.OnError, onChange: c.OnChange}
+	c.gateKeeper = newGateKeeper(c.Gates, c.Comparator, c.Switch, pods, c.Now)
+	checkpoints, _ := c.Store.(checkpointStore)
+	c.transitions = &transitions{store: c.Store, checkpoints: checkpoints, fleet: c.Fleet, modes: c.podModes, pods: pods,
+		instanceID: c.InstanceID, staleAfter: c.StaleAfter, backfillWait: c.BackfillWait, progressInterval: c.ProgressInterval,
+		now: c.Now, life: c.life, notify: note, runs: map[string]*transitionRun{}}
+	throttles, _ := c.Store.(throttleStore)
+	c.front = &front{store: c.Store, throttles: throttles, modes: c.podModes, gates: c.gateKeeper, backfills: c.transitions,
+		sw: c.Switch, cmp: c.Comparator, fleet: c.Fleet, states: c.Throttles, pods: pods, staleAfter: c.StaleAfter,
+		now: c.Now, notify: note}
+	book := &planBook{store: c.Store, now: c.Now, notify: note}
+	c.planFront = &planFront{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods,
+		defaults: c.PlanDefaults, now: c.Now}
+	c.planDriver = &planDriver{book: book, gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, mover: c.front,
+		backfills: c.transitions, audits: c.Fleet != nil, confirmer: c.Confirmer, rehearser: c.Rehearser,
+		instanceID: c.InstanceID, leaseDuration: c.LeaseDuration, now: c.Now, life: c.life, notify: note,
+		auditing: map[string]bool{}, confirms: map[string]*confirmRun{}, rehearsals: map[string]*rehearsalRun{}}
+	c.aborter = &aborter{gates: c.gateKeeper, modes: c.podModes, sw: c.Switch, pods: pods, now: c.Now, notify: note}
 }
 
 // Open stores the configured pods that the control database does not know
@@ -360,22 +308,12 @@ func (c *Controller) Open(ctx context.Context) error {
 			return fmt.Errorf("pod %s: invalid initial mode %q", p.Name, p.Mode)
 		}
 	}
-	pods := make([]tandem.Pod, len(c.PodConfigs))
-	initial := make(map[string]podState, len(c.PodConfigs))
-	for i, p := range c.PodConfigs {
-		pods[i] = tandem.Pod{Name: p.Name, Shops: p.Shops, Mode: p.Mode}
-		initial[p.Name] = podState{mode: p.Mode}
-	}
-	c.state.Store(&podTable{pods: initial})
+	c.assemble()
 	now := c.Now().UTC()
-	if err := c.Store.InitPods(ctx, pods, now); err != nil {
-		return fmt.Errorf("init pods: %w", err)
-	}
-	if err := c.Reload(ctx); err != nil {
+	if err := c.podModes.open(ctx, now); err != nil {
 		return err
 	}
-	c.startedAt = now
-	in := tandem.Instance{ID: c.InstanceID, Addr: c.Addr, StartedAt: now, LastSeen: now, ControlVersion: c.version.Load()}
+	in := tandem.Instance{ID: c.InstanceID, Addr: c.Addr, StartedAt: now, LastSeen: now, ControlVersion: c.Version()}
 	if err := c.Store.RegisterInstance(ctx, in); err != nil {
 		return fmt.Errorf("register instance: %w", err)
 	}
@@ -385,76 +323,83 @@ func (c *Controller) Open(ctx context.Context) error {
 
 // Close stops the loops; safe to call twice.
 func (c *Controller) Close() error {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		c.wg.Wait()
-	})
+	c.life.stop()
 	return nil
 }
 
+// background is the Controller's lifetime: its parts start their
+// goroutines under it, and Close cancels ctx and waits for them.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+func newBackground() *background {
+	b := &background{}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b
+}
+
+// start runs fn in a goroutine that stop waits for.
+func (b *background) start(fn func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+}
+
+// stop cancels ctx and waits for the goroutines; safe to call twice.
+func (b *background) stop() {
+	b.once.Do(func() {
+		b.cancel()
+		b.wg.Wait()
+	})
+}
+
+// notify tells cmd what the Controller's parts do: the failures of their
+// background work (OnError) and every control action (OnChange).
+type notify struct {
+	onError  func(error)
+	onChange func(tandem.AuditLogEntry)
+}
+
+func (n notify) report(err error) {
+	if n.onError != nil {
+		n.onError(err)
+	}
+}
+
+func (n notify) changed(e tandem.AuditLogEntry) {
+	if n.onChange != nil {
+		n.onChange(e)
+	}
+}
+
+// report tells OnError about a failure of the Controller's loops.
 func (c *Controller) report(err error) {
 	if c.OnError != nil {
 		c.OnError(err)
 	}
 }
 
-// changed tells OnChange about a control action.
-func (c *Controller) changed(e tandem.AuditLogEntry) {
-	if c.OnChange != nil {
-		c.OnChange(e)
-	}
+// switchReader is the kill switch as the parts that only read it see it.
+type switchReader interface {
+	Engaged(pod string) bool
 }
 
-// Reload reads the persisted pod modes and applies them.
-func (c *Controller) Reload(ctx context.Context) error {
-	c.reloadMu.Lock()
-	defer c.reloadMu.Unlock()
-	stored, version, err := c.Store.Pods(ctx)
-	if err != nil {
-		return fmt.Errorf("load pod modes: %w", err)
-	}
-	if version < c.version.Load() {
-		return nil
-	}
-	if err := c.loadThrottles(ctx); err != nil {
-		return err
-	}
-	next := &podTable{version: version, pods: make(map[string]podState, len(c.PodConfigs))}
-	old := c.state.Load()
-	for _, p := range c.PodConfigs {
-		next.pods[p.Name] = old.pods[p.Name]
-	}
-	for _, p := range stored {
-		if _, ok := next.pods[p.Name]; ok {
-			next.pods[p.Name] = podState{mode: p.Mode, updatedAt: p.UpdatedAt}
-		}
-	}
-	c.state.Store(next)
-	c.version.Store(version)
-	return nil
+// switchEngager is the kill switch as the parts that engage it see it.
+type switchEngager interface {
+	switchReader
+	Engage(ctx context.Context, pods []string, ch tandem.Change) (*tandem.KillSwitchState, error)
 }
 
-// Mode returns pod's persisted mode ("" for an unknown pod, and for every
-// pod before Open). It reads memory only and is safe on the hot path; the
-// mode the pod runs in is Mode(pod).Effective(killSwitch.Engaged(pod)).
-func (c *Controller) Mode(pod string) tandem.Mode {
-	return c.state.Load().pods[pod].mode
-}
-
-// Version returns the control version this instance has applied.
-func (c *Controller) Version() int64 { return c.version.Load() }
-
-func (c *Controller) config(pod string) (PodConfig, bool) {
-	for _, p := range c.PodConfigs {
-		if p.Name == pod {
-			return p, true
-		}
-	}
-	return PodConfig{}, false
-}
-
-func (c *Controller) engaged(pod string) bool {
-	return c.Switch != nil && c.Switch.Engaged(pod)
+// engaged reports whether pod's kill switch is engaged; a Controller
+// without a kill switch has none engaged.
+func engaged(sw switchReader, pod string) bool {
+	return sw != nil && sw.Engaged(pod)
 }
 
 func unknownPod(pod string) error {

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/tandemhq/tandem"
 )
@@ -30,29 +29,21 @@ type ThrottleStates interface {
 
 var _ tandem.ThrottleService = (*Controller)(nil)
 
-// ManualThrottle returns pod's manual throttle as last loaded, and whether
-// one is on. It reads memory only.
-func (c *Controller) ManualThrottle(pod string) (tandem.ManualThrottle, bool) {
-	m, ok := c.manual.Load().throttles[pod]
-	return m, ok && m.On
-}
-
 // SetThrottle turns pod's manual throttle on or off (tandem.ThrottleService).
-func (c *Controller) SetThrottle(ctx context.Context, pod string, on bool, ch tandem.Change) (*tandem.PodStatus, error) {
+func (fr *front) SetThrottle(ctx context.Context, pod string, on bool, ch tandem.Change) (*tandem.PodStatus, error) {
 	ch, err := validateChange(ch)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := c.config(pod); !ok {
+	if _, ok := fr.pods.find(pod); !ok {
 		return nil, unknownPod(pod)
 	}
-	ts, ok := c.Store.(throttleStore)
-	if !ok {
+	if fr.throttles == nil {
 		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "the control store keeps no throttles")
 	}
-	now := c.Now().UTC()
+	now := fr.now().UTC()
 	before, after := "off", "off"
-	if _, was := c.ManualThrottle(pod); was {
+	if _, was := fr.modes.ManualThrottle(pod); was {
 		before = "on"
 	}
 	if on {
@@ -62,46 +53,27 @@ func (c *Controller) SetThrottle(ctx context.Context, pod string, on bool, ch ta
 	m := tandem.ManualThrottle{On: on, Reason: ch.Reason, Actor: ch.Actor, Since: now}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	if _, err := ts.SetThrottle(sctx, pod, m, e); err != nil {
+	if _, err := fr.throttles.SetThrottle(sctx, pod, m, e); err != nil {
 		return nil, unavailable(err, "set throttle")
 	}
-	c.changed(e)
-	if err := c.Reload(sctx); err != nil {
+	fr.changed(e)
+	if err := fr.modes.Reload(sctx); err != nil {
 		return nil, unavailable(err, "reload")
 	}
-	st := []tandem.PodStatus{c.status(pod)}
-	c.remoteTransitions(ctx, st)
+	st := []tandem.PodStatus{fr.status(pod)}
+	fr.backfills.remoteTransitions(ctx, st)
 	return &st[0], nil
-}
-
-// loadThrottles reads the manual throttles when the store keeps them.
-func (c *Controller) loadThrottles(ctx context.Context) error {
-	ts, ok := c.Store.(throttleStore)
-	if !ok {
-		return nil
-	}
-	m, err := ts.Throttles(ctx)
-	if err != nil {
-		return fmt.Errorf("load throttles: %w", err)
-	}
-	c.manual.Store(&manualTable{throttles: m})
-	return nil
-}
-
-// manualTable is the manual throttles as last loaded, by pod.
-type manualTable struct {
-	throttles map[string]tandem.ManualThrottle
 }
 
 // throttleState is POD.throttle: the instance's throttle of pod, or, when
 // it has none, the manual throttle alone.
-func (c *Controller) throttleState(pod string) *tandem.ThrottleState {
-	if c.Throttles != nil {
-		if st, ok := c.Throttles.ThrottleState(pod); ok {
+func (fr *front) throttleState(pod string) *tandem.ThrottleState {
+	if fr.states != nil {
+		if st, ok := fr.states.ThrottleState(pod); ok {
 			return &st
 		}
 	}
-	m, on := c.ManualThrottle(pod)
+	m, on := fr.modes.ManualThrottle(pod)
 	if !on {
 		return nil
 	}

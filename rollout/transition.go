@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -18,6 +19,41 @@ import (
 
 // remoteTimeout bounds the read of the other instances' transitions.
 const remoteTimeout = 300 * time.Millisecond
+
+// transitions runs this instance's background transitions and reads the
+// other instances' ones from the control database.
+type transitions struct {
+	store transitionStore
+	// checkpoints is the store's copy checkpoints; nil when it keeps none.
+	checkpoints checkpointStore
+	// fleet is nil when the Controller runs without one: no transitions.
+	fleet      Fleet
+	modes      modeReloader
+	pods       podConfigs
+	instanceID string
+	// staleAfter, backfillWait and progressInterval are Config's.
+	staleAfter, backfillWait, progressInterval time.Duration
+	now                                        func() time.Time
+	life                                       *background
+	notify
+
+	mu   sync.Mutex
+	runs map[string]*transitionRun
+}
+
+// transitionStore is what the transitions keep in the control database.
+type transitionStore interface {
+	TransitionStore
+	AuditLogStore
+	InstanceStore
+}
+
+// modeReloader is the pods' modes as a part that changes them reads them:
+// a change is read back at once rather than at the next poll.
+type modeReloader interface {
+	Mode(pod string) tandem.Mode
+	Reload(ctx context.Context) error
+}
 
 // resumableFleet is a Fleet whose copy resumes after a checkpoint and
 // tells each new one (dualwrite.Fleet).
@@ -41,43 +77,43 @@ type transitionRun struct {
 	startedAt time.Time
 	cancel    context.CancelFunc
 	done      chan struct{}
-	// cancelled is set (under trMu) when an operator cancels it; err is
-	// the copy's failure, read after done.
+	// cancelled is set (under transitions.mu) when an operator cancels
+	// it; err is the copy's failure, read after done.
 	cancelled bool
 	err       error
 }
 
 // transition returns the transition running for pod on this instance, with
 // the backfill's progress; nil when none runs.
-func (c *Controller) transition(pod string) *tandem.Transition {
-	c.trMu.Lock()
-	run := c.transitions[pod]
-	c.trMu.Unlock()
+func (t *transitions) transition(pod string) *tandem.Transition {
+	t.mu.Lock()
+	run := t.runs[pod]
+	t.mu.Unlock()
 	if run == nil {
 		return nil
 	}
-	t := &tandem.Transition{To: run.to, Phase: tandem.TransitionBackfill, StartedAt: run.startedAt}
-	if c.Fleet != nil {
-		if p := c.Fleet.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
-			t.Step, t.Copied, t.Total = p.Step, p.Copied, p.Total
-			t.HoldsPerSec, t.ETASeconds, t.Checkpoint, t.Resumed = p.HoldsPerSec, p.ETASeconds, p.Checkpoint, p.Resumed
+	tr := &tandem.Transition{To: run.to, Phase: tandem.TransitionBackfill, StartedAt: run.startedAt}
+	if t.fleet != nil {
+		if p := t.fleet.BackfillProgress(pod); p != nil && !p.StartedAt.Before(run.startedAt.Add(-time.Second)) {
+			tr.Step, tr.Copied, tr.Total = p.Step, p.Copied, p.Total
+			tr.HoldsPerSec, tr.ETASeconds, tr.Checkpoint, tr.Resumed = p.HoldsPerSec, p.ETASeconds, p.Checkpoint, p.Resumed
 		}
 	}
-	return t
+	return tr
 }
 
 // remoteTransitions shows, in the statuses without a transition here, the
 // transitions that run on other instances, with the progress they last
 // recorded. A control database that does not answer shows none.
-func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStatus) {
-	if c.Fleet == nil {
+func (t *transitions) remoteTransitions(ctx context.Context, sts []tandem.PodStatus) {
+	if t.fleet == nil {
 		return
 	}
 	// The statuses otherwise come from memory: a slow control database
 	// must not hold them up.
 	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
-	pts, err := c.Store.PendingTransitions(ctx)
+	pts, err := t.store.PendingTransitions(ctx)
 	if err != nil {
 		return
 	}
@@ -93,134 +129,113 @@ func (c *Controller) remoteTransitions(ctx context.Context, sts []tandem.PodStat
 
 // Transitioning reports whether a background transition runs for pod on
 // this instance.
-func (c *Controller) Transitioning(pod string) bool {
-	c.trMu.Lock()
-	defer c.trMu.Unlock()
-	return c.transitions[pod] != nil
+func (t *transitions) Transitioning(pod string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.runs[pod] != nil
 }
 
-// enterShadow starts (or joins) pod's backfill and waits up to
-// BackfillWait for it: a copy done by then answers the pod in shadow, a
-// longer one answers with the transition running, a failed one
-// EUNAVAILABLE with the mode unchanged.
-func (c *Controller) enterShadow(ctx context.Context, pod string, ch tandem.Change) (*tandem.PodStatus, *tandem.DryRun, error) {
-	if !c.Transitioning(pod) {
-		if st, ok := c.remoteCopy(ctx, pod); ok {
-			return st, nil, nil
+// copiedElsewhere reports whether a live instance other than this one
+// runs pod's copy: a request joins it rather than starting a second one.
+func (t *transitions) copiedElsewhere(ctx context.Context, pod string) bool {
+	pts, err := t.store.PendingTransitions(ctx)
+	if err != nil {
+		return false
+	}
+	for _, pt := range pts {
+		if pt.Pod != pod || pt.Owner == t.instanceID {
+			continue
+		}
+		live, err := t.liveInstances(ctx)
+		return err == nil && live[pt.Owner]
+	}
+	return false
+}
+
+// copyOwner returns the instance whose copy of pod is recorded; false
+// when none is.
+func (t *transitions) copyOwner(ctx context.Context, pod string) (string, bool, error) {
+	pts, err := t.store.PendingTransitions(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	for _, pt := range pts {
+		if pt.Pod == pod {
+			return pt.Owner, true, nil
 		}
 	}
-	c.trMu.Lock()
-	run := c.transitions[pod]
+	return "", false, nil
+}
+
+// begin starts pod's backfill here, or joins the one that runs here, and
+// waits up to backfillWait for it. It returns nil when the copy is done
+// or still runs, EUNAVAILABLE (the mode unchanged) when it failed.
+func (t *transitions) begin(ctx context.Context, pod string, ch tandem.Change) error {
+	t.mu.Lock()
+	run := t.runs[pod]
 	if run == nil {
-		pt := tandem.PendingTransition{Pod: pod, To: tandem.ModeShadow, Owner: c.InstanceID,
-			Actor: ch.Actor, Reason: ch.Reason, StartedAt: c.Now().UTC()}
-		if err := c.Store.BeginTransition(ctx, pt); err != nil {
-			c.trMu.Unlock()
-			return nil, nil, unavailable(err, "record transition")
+		pt := tandem.PendingTransition{Pod: pod, To: tandem.ModeShadow, Owner: t.instanceID,
+			Actor: ch.Actor, Reason: ch.Reason, StartedAt: t.now().UTC()}
+		if err := t.store.BeginTransition(ctx, pt); err != nil {
+			t.mu.Unlock()
+			return unavailable(err, "record transition")
 		}
-		run = c.startTransitionLocked(pt)
+		run = t.startLocked(pt)
 	}
-	c.trMu.Unlock()
-	t := time.NewTimer(c.BackfillWait)
-	defer t.Stop()
+	t.mu.Unlock()
+	timer := time.NewTimer(t.backfillWait)
+	defer timer.Stop()
 	select {
 	case <-run.done:
 		if tandem.ErrorCode(run.err) == tandem.ECONFLICT {
-			_ = c.Reload(ctx)
-			return nil, nil, run.err
+			_ = t.modes.Reload(ctx)
+			return run.err
 		}
 		if run.err != nil {
-			return nil, nil, tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(run.err))
+			return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of MySQL for pod %s failed, mode unchanged: %s", pod, tandem.ErrorMessage(run.err))
 		}
-	case <-t.C:
+	case <-timer.C:
 	case <-ctx.Done():
 	}
-	st := c.status(pod)
-	return &st, nil, nil
+	return nil
 }
 
-// remoteCopy returns pod's status when a live instance other than this
-// one runs its copy already: the request joins it rather than starting a
-// second one.
-func (c *Controller) remoteCopy(ctx context.Context, pod string) (*tandem.PodStatus, bool) {
-	pts, err := c.Store.PendingTransitions(ctx)
-	if err != nil {
-		return nil, false
-	}
-	for _, pt := range pts {
-		if pt.Pod != pod || pt.Owner == c.InstanceID {
-			continue
-		}
-		live, err := c.liveInstances(ctx)
-		if err != nil || !live[pt.Owner] {
-			return nil, false
-		}
-		st := []tandem.PodStatus{c.status(pod)}
-		c.remoteTransitions(ctx, st)
-		return &st[0], st[0].Transition != nil
-	}
-	return nil, false
-}
-
-// startTransitionLocked runs pt in the background; c.trMu must be held.
-func (c *Controller) startTransitionLocked(pt tandem.PendingTransition) *transitionRun {
-	ctx, cancel := context.WithCancel(c.ctx)
+// startLocked runs pt in the background; t.mu must be held.
+func (t *transitions) startLocked(pt tandem.PendingTransition) *transitionRun {
+	ctx, cancel := context.WithCancel(t.life.ctx)
 	run := &transitionRun{pod: pt.Pod, to: pt.To, from: pt.Checkpoint, ch: tandem.Change{Actor: pt.Actor, Reason: pt.Reason},
 		startedAt: pt.StartedAt, cancel: cancel, done: make(chan struct{})}
-	c.transitions[pt.Pod] = run
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	t.runs[pt.Pod] = run
+	t.life.start(func() {
 		defer cancel()
-		c.runTransition(ctx, run)
-	}()
+		t.run(ctx, run)
+	})
 	return run
 }
 
-// runTransition copies, then persists the mode; it tells OnChange when
-// the copy starts, how it goes every ProgressInterval and how it ends.
-func (c *Controller) runTransition(ctx context.Context, run *transitionRun) {
+// run copies, then persists the mode; it tells OnChange when the copy
+// starts, how it goes every progressInterval and how it ends.
+func (t *transitions) run(ctx context.Context, run *transitionRun) {
 	pod := run.pod
 	defer func() {
-		c.trMu.Lock()
-		if c.transitions[pod] == run {
-			delete(c.transitions, pod)
+		t.mu.Lock()
+		if t.runs[pod] == run {
+			delete(t.runs, pod)
 		}
-		c.trMu.Unlock()
+		t.mu.Unlock()
 		close(run.done)
 	}()
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillStart, Pod: pod,
+	e := tandem.AuditLogEntry{At: t.now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillStart, Pod: pod,
 		Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: "backfilling MySQL"}
 	if run.from.Shop > 0 {
 		e.After = fmt.Sprintf("backfilling MySQL, resumed after shop %d with %d holds copied", run.from.Shop, run.from.Copied)
 	}
-	c.changed(e)
-	copied := make(chan error, 1)
-	go func() { copied <- c.backfill(ctx, run) }()
-	tick := time.NewTicker(c.ProgressInterval)
-	defer tick.Stop()
-	var err error
-wait:
-	for {
-		select {
-		case err = <-copied:
-			break wait
-		case <-tick.C:
-			if t := c.transition(pod); t != nil {
-				pctx, cancel := context.WithTimeout(ctx, storeTimeout)
-				if err := c.Store.TransitionProgress(pctx, pod, c.InstanceID, t.Copied, t.Total); err != nil {
-					c.report(fmt.Errorf("record the progress of %s: %w", pod, err))
-				}
-				cancel()
-				c.changed(tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillProgress, Pod: pod,
-					Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: progressText(t)})
-			}
-		}
-	}
-	c.trMu.Lock()
+	t.changed(e)
+	err := t.copy(ctx, run)
+	t.mu.Lock()
 	cancelled := run.cancelled
-	c.trMu.Unlock()
-	if cancelled || (err != nil && c.ctx.Err() != nil) {
+	t.mu.Unlock()
+	if cancelled || (err != nil && t.life.ctx.Err() != nil) {
 		// Cancelled by an operator (who ends the record), or this
 		// instance stops: the record stays for the next start.
 		run.err = context.Canceled
@@ -228,43 +243,69 @@ wait:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	e.At, e.Action, e.After = c.Now().UTC(), ActionBackfillEnd, "done"
+	e.At, e.Action, e.After = t.now().UTC(), ActionBackfillEnd, "done"
 	if err != nil {
 		run.err = err
 		e.After = "failed: " + tandem.ErrorMessage(err)
-		c.changed(e)
-		c.report(fmt.Errorf("backfill pod %s: %w", pod, err))
-		if _, err := c.Store.EndTransition(sctx, pod); err != nil {
-			c.report(fmt.Errorf("end transition of %s: %w", pod, err))
+		t.changed(e)
+		t.report(fmt.Errorf("backfill pod %s: %w", pod, err))
+		if _, err := t.store.EndTransition(sctx, pod); err != nil {
+			t.report(fmt.Errorf("end transition of %s: %w", pod, err))
 		}
 		return
 	}
-	c.changed(e)
-	set := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: run.ch.Actor, Action: ActionSetMode, Pod: pod, Reason: run.ch.Reason,
+	t.changed(e)
+	set := tandem.AuditLogEntry{At: t.now().UTC(), Actor: run.ch.Actor, Action: ActionSetMode, Pod: pod, Reason: run.ch.Reason,
 		Before: string(tandem.ModeRedis), After: string(run.to)}
-	if _, err := c.Store.FinishTransition(sctx, pod, tandem.ModeRedis, run.to, set); err != nil {
+	if _, err := t.store.FinishTransition(sctx, pod, tandem.ModeRedis, run.to, set); err != nil {
 		run.err = err
-		c.report(fmt.Errorf("apply %s to %s after its backfill: %w", run.to, pod, err))
+		t.report(fmt.Errorf("apply %s to %s after its backfill: %w", run.to, pod, err))
 		return
 	}
-	c.changed(set)
-	if err := c.Reload(sctx); err != nil {
-		c.report(err)
+	t.changed(set)
+	if err := t.modes.Reload(sctx); err != nil {
+		t.report(err)
+	}
+}
+
+// copy runs run's backfill and, every progressInterval until it ends,
+// records how far it is and tells OnChange.
+func (t *transitions) copy(ctx context.Context, run *transitionRun) error {
+	copied := make(chan error, 1)
+	go func() { copied <- t.backfill(ctx, run) }()
+	tick := time.NewTicker(t.progressInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-copied:
+			return err
+		case <-tick.C:
+			tr := t.transition(run.pod)
+			if tr == nil {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			if err := t.store.TransitionProgress(pctx, run.pod, t.instanceID, tr.Copied, tr.Total); err != nil {
+				t.report(fmt.Errorf("record the progress of %s: %w", run.pod, err))
+			}
+			cancel()
+			t.changed(tandem.AuditLogEntry{At: t.now().UTC(), Actor: run.ch.Actor, Action: ActionBackfillProgress, Pod: run.pod,
+				Reason: run.ch.Reason, Before: string(tandem.ModeRedis), After: progressText(tr)})
+		}
 	}
 }
 
 // backfill runs run's copy: resumed after its checkpoint, each new one
 // recorded with the transition, when the fleet and the store can.
-func (c *Controller) backfill(ctx context.Context, run *transitionRun) error {
-	rf, ok1 := c.Fleet.(resumableFleet)
-	cs, ok2 := c.Store.(checkpointStore)
-	if !ok1 || !ok2 {
-		return c.Fleet.Backfill(ctx, run.pod)
+func (t *transitions) backfill(ctx context.Context, run *transitionRun) error {
+	rf, ok := t.fleet.(resumableFleet)
+	if !ok || t.checkpoints == nil {
+		return t.fleet.Backfill(ctx, run.pod)
 	}
 	save := func(ctx context.Context, at tandem.BackfillCheckpoint) error {
 		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		defer cancel()
-		return cs.TransitionCheckpoint(sctx, run.pod, c.InstanceID, at)
+		return t.checkpoints.TransitionCheckpoint(sctx, run.pod, t.instanceID, at)
 	}
 	return rf.BackfillFrom(ctx, run.pod, run.from, save)
 }
@@ -282,17 +323,17 @@ func progressText(t *tandem.Transition) string {
 	return s
 }
 
-// cancelTransition cancels pod's running transition, here or on another
-// instance (whose copy then finds its record gone and does not apply),
-// and writes the cancellation to the audit log.
-func (c *Controller) cancelTransition(ctx context.Context, pod string, ch tandem.Change) error {
-	c.trMu.Lock()
-	run := c.transitions[pod]
+// cancel cancels pod's running transition, here or on another instance
+// (whose copy then finds its record gone and does not apply), and writes
+// the cancellation to the audit log.
+func (t *transitions) cancel(ctx context.Context, pod string, ch tandem.Change) error {
+	t.mu.Lock()
+	run := t.runs[pod]
 	if run != nil {
 		run.cancelled = true
 		run.cancel()
 	}
-	c.trMu.Unlock()
+	t.mu.Unlock()
 	if run != nil {
 		select {
 		case <-run.done:
@@ -300,84 +341,84 @@ func (c *Controller) cancelTransition(ctx context.Context, pod string, ch tandem
 			return ctx.Err()
 		}
 	}
-	ended, err := c.Store.EndTransition(ctx, pod)
+	ended, err := t.store.EndTransition(ctx, pod)
 	if err != nil {
 		if run != nil {
 			return unavailable(err, "cancel transition")
 		}
-		c.report(fmt.Errorf("cancel transition of %s: %w", pod, err))
+		t.report(fmt.Errorf("cancel transition of %s: %w", pod, err))
 		return nil
 	}
 	if !ended && run == nil {
 		return nil
 	}
-	e := tandem.AuditLogEntry{At: c.Now().UTC(), Actor: ch.Actor, Action: ActionBackfillCancel, Pod: pod, Reason: ch.Reason,
+	e := tandem.AuditLogEntry{At: t.now().UTC(), Actor: ch.Actor, Action: ActionBackfillCancel, Pod: pod, Reason: ch.Reason,
 		Before: "backfilling MySQL", After: string(tandem.ModeRedis)}
-	if err := c.Store.AppendAudit(ctx, e); err != nil {
-		c.report(fmt.Errorf("record %s: %w", e.Action, err))
+	if err := t.store.AppendAudit(ctx, e); err != nil {
+		t.report(fmt.Errorf("record %s: %w", e.Action, err))
 	}
-	c.changed(e)
+	t.changed(e)
 	return nil
 }
 
 // ResumeTransitions starts again, on this instance, every recorded
 // transition whose instance is this one (restarted) or is no longer seen,
 // and forgets those whose pod has moved on.
-func (c *Controller) ResumeTransitions(ctx context.Context) error {
-	if c.Fleet == nil {
+func (t *transitions) ResumeTransitions(ctx context.Context) error {
+	if t.fleet == nil {
 		return nil
 	}
-	pts, err := c.Store.PendingTransitions(ctx)
+	pts, err := t.store.PendingTransitions(ctx)
 	if err != nil || len(pts) == 0 {
 		return err
 	}
 	var live map[string]bool
 	var errs []error
 	for _, pt := range pts {
-		if _, ok := c.config(pt.Pod); !ok || c.Transitioning(pt.Pod) {
+		if _, ok := t.pods.find(pt.Pod); !ok || t.Transitioning(pt.Pod) {
 			continue
 		}
-		if c.Mode(pt.Pod) != tandem.ModeRedis || pt.To != tandem.ModeShadow {
-			if _, err := c.Store.EndTransition(ctx, pt.Pod); err != nil {
+		if t.modes.Mode(pt.Pod) != tandem.ModeRedis || pt.To != tandem.ModeShadow {
+			if _, err := t.store.EndTransition(ctx, pt.Pod); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if pt.Owner != c.InstanceID {
+		if pt.Owner != t.instanceID {
 			if live == nil {
-				if live, err = c.liveInstances(ctx); err != nil {
+				if live, err = t.liveInstances(ctx); err != nil {
 					return err
 				}
 			}
 			if live[pt.Owner] {
 				continue
 			}
-			ok, err := c.Store.ClaimTransition(ctx, pt.Pod, pt.Owner, c.InstanceID)
+			ok, err := t.store.ClaimTransition(ctx, pt.Pod, pt.Owner, t.instanceID)
 			if err != nil || !ok {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		c.trMu.Lock()
-		if c.transitions[pt.Pod] == nil {
-			c.startTransitionLocked(pt)
+		t.mu.Lock()
+		if t.runs[pt.Pod] == nil {
+			t.startLocked(pt)
 		}
-		c.trMu.Unlock()
+		t.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
-// liveInstances returns the instances seen within StaleAfter, this one
+// liveInstances returns the instances seen within staleAfter, this one
 // excepted.
-func (c *Controller) liveInstances(ctx context.Context) (map[string]bool, error) {
-	ins, err := c.Store.Instances(ctx)
+func (t *transitions) liveInstances(ctx context.Context) (map[string]bool, error) {
+	ins, err := t.store.Instances(ctx)
 	if err != nil {
 		return nil, err
 	}
 	live := map[string]bool{}
-	now := c.Now()
+	now := t.now()
 	for _, in := range ins {
-		if in.ID != c.InstanceID && now.Sub(in.LastSeen) <= c.StaleAfter {
+		if in.ID != t.instanceID && now.Sub(in.LastSeen) <= t.staleAfter {
 			live[in.ID] = true
 		}
 	}
