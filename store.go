@@ -64,6 +64,34 @@ type ReservationStore interface {
 	CheckInvariants(ctx context.Context) ([]Violation, error)
 }
 
+// ShadowStore is a store a pod's router runs on either side: as the source
+// of truth that answers the buyer or as the shadow that follows it, and
+// swaps between the two at a flip, a kill switch or a resync. It is one
+// contract because both engines implement every part of it: the router
+// converges a shadow to its authority (Discarder, Ender, Placer,
+// ClaimSettler, Follower), audits and recounts it (Recounter), backfills,
+// resyncs and rebuilds it (Resyncer, ShopRebuilder), whichever engine it
+// is. A store that wraps another (fault injection, instrumentation) must
+// forward all of it, which the compiler checks.
+//
+// Optional, found by type assertion: ShopLister and HoldCounter. Only
+// redisres implements them, as the backfill's source: its holds are
+// listed shop by shop and counted before they are read, so a copy runs in
+// short batches; a source without them is read whole (the backfill's
+// legacy path). mysqlres is never a backfill source that needs batches,
+// and the sizes it would count are in the same database it is copied to.
+type ShadowStore interface {
+	ReservationStore
+	Discarder
+	Ender
+	Follower
+	Placer
+	ClaimSettler
+	Recounter
+	Resyncer
+	ShopRebuilder
+}
+
 // Discarder is a store that can forget a hold the source of truth refused.
 // The router uses it to repair a shadow: releasing the shadow's copy would
 // leave a released cart behind, which the SoT never had and which a later

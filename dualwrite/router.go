@@ -58,8 +58,8 @@ const (
 type Router struct {
 	Pod   string
 	Shops tandem.ShopSet
-	Redis tandem.ReservationStore
-	MySQL tandem.ReservationStore
+	Redis tandem.ShadowStore
+	MySQL tandem.ShadowStore
 	// Ledger is the pod's ledger, read by the drift audit.
 	Ledger tandem.Ledger
 
@@ -181,7 +181,7 @@ type cartKey struct {
 // with the default configuration: no mode source (redis), no kill switch,
 // recorder, ledger or dirty log, the wall clock and no logger. Set the
 // exported fields before Open and before the first request.
-func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
+func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ShadowStore) *Router {
 	r := &Router{
 		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
 		ShadowTimeout:  DefaultShadowTimeout,

@@ -20,8 +20,7 @@ import (
 )
 
 var (
-	_ tandem.ReservationStore = (*Store)(nil)
-	_ tandem.Resyncer         = (*Store)(nil)
+	_ tandem.ShadowStore = (*Store)(nil)
 )
 
 // Default settings of a new Store.
