@@ -66,20 +66,22 @@ type ReservationStore interface {
 
 // ShadowStore is a store a pod's router runs on either side: as the source
 // of truth that answers the buyer or as the shadow that follows it, and
-// swaps between the two at a flip, a kill switch or a resync. It is one
+// swaps between the two at a flip or a kill switch. It is one
 // contract because both engines implement every part of it: the router
 // converges a shadow to its authority (Discarder, Ender, Placer,
 // ClaimSettler, Follower), audits and recounts it (Recounter), backfills,
 // resyncs and rebuilds it (Resyncer, ShopRebuilder), whichever engine it
-// is. A store that wraps another (fault injection, instrumentation) must
-// forward all of it, which the compiler checks.
+// is; nothing falls back when a part is missing. A store that wraps
+// another (fault injection, instrumentation) forwards all of it, and says
+// so with a `var _ tandem.ShadowStore` check beside it.
 //
-// Optional, found by type assertion: ShopLister and HoldCounter. Only
-// redisres implements them, as the backfill's source: its holds are
-// listed shop by shop and counted before they are read, so a copy runs in
-// short batches; a source without them is read whole (the backfill's
-// legacy path). mysqlres is never a backfill source that needs batches,
-// and the sizes it would count are in the same database it is copied to.
+// Optional, found by type assertion: ShopLister and HoldCounter, which
+// only redisres implements. They serve the backfill, which always copies
+// Redis into MySQL: with them, it counts each shop's holds without reading
+// them and lists a batch's holds just before it writes them; without them
+// it lists every hold once, up front, and copies from that list. MySQL is
+// never the backfill's source (the rebuild of a Redis that lost its data
+// reads MySQL's holds whole), so nothing asks it for them.
 type ShadowStore interface {
 	ReservationStore
 	Discarder
