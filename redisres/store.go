@@ -19,9 +19,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-var (
-	_ tandem.ShadowStore = (*Store)(nil)
-)
+var _ tandem.ShadowStore = (*Store)(nil)
 
 // Default settings of a new Store.
 const (
