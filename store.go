@@ -64,6 +64,36 @@ type ReservationStore interface {
 	CheckInvariants(ctx context.Context) ([]Violation, error)
 }
 
+// ShadowStore is a store a pod's router runs on either side: as the source
+// of truth that answers the buyer or as the shadow that follows it, and
+// swaps between the two at a flip or a kill switch. It is one
+// contract because both engines implement every part of it: the router
+// converges a shadow to its authority (Discarder, Ender, Placer,
+// ClaimSettler, Follower), audits and recounts it (Recounter), backfills,
+// resyncs and rebuilds it (Resyncer, ShopRebuilder), whichever engine it
+// is; nothing falls back when a part is missing. A store that wraps
+// another (fault injection, instrumentation) forwards all of it, and says
+// so with a `var _ tandem.ShadowStore` check beside it.
+//
+// Optional, found by type assertion: ShopLister and HoldCounter, which
+// only redisres implements. They serve the backfill, which always copies
+// Redis into MySQL: with them, it counts each shop's holds without reading
+// them and lists a batch's holds just before it writes them; without them
+// it lists every hold once, up front, and copies from that list. MySQL is
+// never the backfill's source (the rebuild of a Redis that lost its data
+// reads MySQL's holds whole), so nothing asks it for them.
+type ShadowStore interface {
+	ReservationStore
+	Discarder
+	Ender
+	Follower
+	Placer
+	ClaimSettler
+	Recounter
+	Resyncer
+	ShopRebuilder
+}
+
 // Discarder is a store that can forget a hold the source of truth refused.
 // The router uses it to repair a shadow: releasing the shadow's copy would
 // leave a released cart behind, which the SoT never had and which a later

@@ -21,7 +21,7 @@ var ctx = context.Background()
 func mustOpenRouter(tb testing.TB, stock int64) *dualwrite.Router {
 	tb.Helper()
 	l := memres.NewLedger()
-	r := dualwrite.NewRouter("pod-a", tandem.ShopSet{}, memres.NewStore(l), memres.NewStore(l))
+	r := dualwrite.NewRouter("pod-a", tandem.ShopSet{}, memres.Solo{Store: memres.NewStore(l)}, memres.Solo{Store: memres.NewStore(l)})
 	if err := r.Open(); err != nil {
 		tb.Fatal(err)
 	}

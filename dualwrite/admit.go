@@ -95,8 +95,8 @@ type op struct {
 	flux  <-chan struct{}
 
 	mode   tandem.Mode
-	sot    tandem.ReservationStore
-	shadow tandem.ReservationStore
+	sot    tandem.ShadowStore
+	shadow tandem.ShadowStore
 	// granting is set for a reserve with a grant registered (grants.go);
 	// granted once its SoT answered reserved.
 	granting, granted bool

@@ -62,15 +62,10 @@ func (mg *migrator) resync(ctx context.Context) (int, error) {
 	return rebuild(tandem.WithThrottle(ctx, mg.r.Throttle, tandem.JobResync), mg.r.MySQL, mg.r.Redis)
 }
 
-func rebuild(ctx context.Context, from, to tandem.ReservationStore) (int, error) {
-	src, ok1 := from.(tandem.Resyncer)
-	dst, ok2 := to.(tandem.Resyncer)
-	if !ok1 || !ok2 {
-		return 0, fmt.Errorf("rebuild %s from %s: stores cannot be listed and rebuilt", to.Name(), from.Name())
-	}
-	holds, err := src.ActiveHolds(ctx)
+func rebuild(ctx context.Context, from, to tandem.ShadowStore) (int, error) {
+	holds, err := from.ActiveHolds(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild %s: list %s holds: %w", to.Name(), from.Name(), err)
 	}
-	return dst.Rebuild(ctx, holds)
+	return to.Rebuild(ctx, holds)
 }

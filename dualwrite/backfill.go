@@ -146,29 +146,13 @@ func (mg *migrator) backfillFrom(ctx context.Context, from tandem.BackfillCheckp
 }
 
 func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	src, ok1 := mg.r.Redis.(tandem.Resyncer)
-	dst, ok2 := mg.r.MySQL.(tandem.Resyncer)
-	if !ok1 || !ok2 {
-		return 0, fmt.Errorf("backfill: stores cannot be listed and rebuilt")
-	}
 	// Follow first: every operation admitted from now on writes MySQL too.
 	// Those admitted before may still land in Redis alone; the catch-up
 	// sweep below finds them.
 	mg.followUntil.Store(math.MaxInt64)
 	mg.inCopy.Store(true)
 	defer mg.inCopy.Store(false)
-	part, ok := mg.r.MySQL.(tandem.ShopRebuilder)
-	if !ok {
-		holds, err := src.ActiveHolds(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("backfill: list redis holds: %w", err)
-		}
-		mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.Total = "copy", len(holds) })
-		n, err := dst.Rebuild(ctx, holds)
-		mg.setBackfill(func(p *BackfillProgress) { p.Copied = len(holds) })
-		return n, err
-	}
-	counts, byShop, err := mg.backfillPlan(ctx, src)
+	counts, byShop, err := mg.backfillPlan(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -182,7 +166,7 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	}
 	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
 	lister, _ := mg.r.Redis.(tandem.ShopLister)
-	copied, err := mg.copyShops(ctx, part, lister, shops, counts, byShop, from, total, save)
+	copied, err := mg.copyShops(ctx, lister, shops, counts, byShop, from, total, save)
 	if err != nil {
 		return copied, err
 	}
@@ -207,7 +191,7 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 // ledger or Redis knows, so that a MySQL left from an earlier shadow period
 // keeps no stale hold. Redis counts them when it can (byShop is then nil);
 // else they are listed, and byShop has them.
-func (mg *migrator) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[int64]int, map[int64][]tandem.Reservation, error) {
+func (mg *migrator) backfillPlan(ctx context.Context) (map[int64]int, map[int64][]tandem.Reservation, error) {
 	counts := map[int64]int{}
 	var byShop map[int64][]tandem.Reservation
 	if hc, ok := mg.r.Redis.(tandem.HoldCounter); ok {
@@ -217,7 +201,7 @@ func (mg *migrator) backfillPlan(ctx context.Context, src tandem.Resyncer) (map[
 		}
 		counts = c
 	} else {
-		holds, err := src.ActiveHolds(ctx)
+		holds, err := mg.r.Redis.ActiveHolds(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("backfill: list redis holds: %w", err)
 		}
@@ -296,7 +280,7 @@ func (c *checkpoints) commit(i, n int) (tandem.BackfillCheckpoint, bool) {
 // says how many it copied, from.Copied included. With lister, each batch
 // copies its shops' holds as Redis lists them once the batch's shadow work
 // is paused; else byShop's. Every checkpoint reached goes to save.
-func (mg *migrator) copyShops(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, shops []int64, counts map[int64]int,
+func (mg *migrator) copyShops(ctx context.Context, lister tandem.ShopLister, shops []int64, counts map[int64]int,
 	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
 	batches := cutBatches(shops, counts, mg.backfillBatch())
 	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
@@ -321,7 +305,7 @@ func (mg *migrator) copyShops(ctx context.Context, part tandem.ShopRebuilder, li
 			defer wg.Done()
 			for i := range work {
 				b := batches[i]
-				n, err := mg.copyBatch(ctx, part, lister, b, byShop)
+				n, err := mg.copyBatch(ctx, lister, b, byShop)
 				if err != nil {
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
@@ -374,7 +358,7 @@ func (mg *migrator) copyShops(ctx context.Context, part tandem.ShopRebuilder, li
 // copyBatch copies one batch and returns how many holds it wrote. The
 // batch's shadow work waits while its shops are rewritten: the copy then
 // sees a quiet pool (buyers are served by Redis all along).
-func (mg *migrator) copyBatch(ctx context.Context, part tandem.ShopRebuilder, lister tandem.ShopLister, b backfillBatch, byShop map[int64][]tandem.Reservation) (int, error) {
+func (mg *migrator) copyBatch(ctx context.Context, lister tandem.ShopLister, b backfillBatch, byShop map[int64][]tandem.Reservation) (int, error) {
 	resume := mg.pauseShops(b.shops)
 	defer resume()
 	var holds []tandem.Reservation
@@ -388,7 +372,7 @@ func (mg *migrator) copyBatch(ctx context.Context, part tandem.ShopRebuilder, li
 			holds = append(holds, byShop[sh]...)
 		}
 	}
-	if _, err := part.RebuildShops(ctx, b.shops, holds); err != nil {
+	if _, err := mg.r.MySQL.RebuildShops(ctx, b.shops, holds); err != nil {
 		return 0, err
 	}
 	return len(holds), nil

@@ -15,9 +15,10 @@ import (
 
 // instantStore grants every reserve at once with the groups asked first and
 // keeps its holds in a map, so that a benchmark measures the router alone.
-// Only what the shadow path and convergence call is implemented.
+// Only what the shadow path and convergence call is implemented: the
+// other methods of the embedded nil tandem.ShadowStore panic.
 type instantStore struct {
-	tandem.ReservationStore
+	tandem.ShadowStore
 	name  string
 	holds sync.Map // token -> *tandem.Reservation
 }

@@ -37,7 +37,7 @@ const (
 //
 // refused says the authority has just refused this cart's reserve: its
 // silence about the cart is then an answer, not a possible loss of data.
-func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, refused bool) (ConvergeResult, error) {
+func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, refused bool) (ConvergeResult, error) {
 	rp.r.migrate.waitShop(ctx, ck.shop)
 	want, err := rp.read(ctx, from, ck)
 	if err != nil {
@@ -66,23 +66,14 @@ func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tande
 // nothing for it, and knows it as ended too (a tombstone where it never
 // saw it), so that it never reserves the token again once it answers the
 // buyer.
-func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, want, have *tandem.Reservation) (ConvergeResult, error) {
 	if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
 		return ConvergeEqual, nil
 	}
 	if have != nil && have.Status == tandem.StatusClaimed {
 		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
 	}
-	e, ok := to.(tandem.Ender)
-	if !ok {
-		if have == nil {
-			return ConvergeEqual, nil
-		}
-		return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
-			return discard(ctx, to, ck.shop, ck.token)
-		})
-	}
-	err := rp.r.call(ctx, func(ctx context.Context) error { return e.End(ctx, *want) })
+	err := rp.r.call(ctx, func(ctx context.Context) error { return to.End(ctx, *want) })
 	if tandem.ErrorCode(err) == tandem.ECONFLICT {
 		return ConvergeConflict, err // claimed there meanwhile
 	}
@@ -93,7 +84,7 @@ func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tand
 // never reserved): to holds nothing for it, and forgets a copy it has (a
 // later flip must never show it to the buyer), once from is known not to
 // have lost it (knows) unless from has just refused it.
-func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, have *tandem.Reservation, refused bool) (ConvergeResult, error) {
+func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, have *tandem.Reservation, refused bool) (ConvergeResult, error) {
 	if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
 		return ConvergeEqual, nil
 	}
@@ -106,13 +97,13 @@ func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tan
 		}
 	}
 	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error {
-		return discard(ctx, to, ck.shop, ck.token)
+		return to.Discard(ctx, ck.shop, ck.token)
 	})
 }
 
 // convergeHeld converges a cart from holds: to holds the same hold in the
 // same groups, or, when the ledger has the cart claimed, the claim.
-func (rp *repairer) convergeHeld(ctx context.Context, ck cartKey, from, to tandem.ReservationStore, want, have *tandem.Reservation) (ConvergeResult, error) {
+func (rp *repairer) convergeHeld(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, want, have *tandem.Reservation) (ConvergeResult, error) {
 	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {
 		return ConvergeEqual, nil
 	}
@@ -120,7 +111,7 @@ func (rp *repairer) convergeHeld(ctx context.Context, ck cartKey, from, to tande
 		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s still holds", to.Name(), ck.token, from.Name())
 	}
 	if have != nil {
-		if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+		if err := rp.r.call(ctx, func(ctx context.Context) error { return to.Discard(ctx, ck.shop, ck.token) }); err != nil {
 			return ConvergeFailed, err
 		}
 	}
@@ -153,7 +144,7 @@ func (rp *repairer) claimed(ctx context.Context, ck cartKey) bool {
 
 // settleSold makes to show the cart claimed with want's lines; have is
 // what to holds (read again when not given).
-func (rp *repairer) settleSold(ctx context.Context, ck cartKey, to tandem.ReservationStore, want *tandem.Reservation, haves ...*tandem.Reservation) (ConvergeResult, error) {
+func (rp *repairer) settleSold(ctx context.Context, ck cartKey, to tandem.ShadowStore, want *tandem.Reservation, haves ...*tandem.Reservation) (ConvergeResult, error) {
 	var have *tandem.Reservation
 	if len(haves) > 0 {
 		have = haves[0]
@@ -176,30 +167,24 @@ func (rp *repairer) settleSold(ctx context.Context, ck cartKey, to tandem.Reserv
 		})
 	}
 	if have != nil && have.Status == tandem.StatusReserved {
-		if err := rp.r.call(ctx, func(ctx context.Context) error { return discard(ctx, to, ck.shop, ck.token) }); err != nil {
+		if err := rp.r.call(ctx, func(ctx context.Context) error { return to.Discard(ctx, ck.shop, ck.token) }); err != nil {
 			return ConvergeFailed, err
 		}
 	}
-	cs, ok := to.(tandem.ClaimSettler)
-	if !ok {
-		// A store that cannot settle a claim counts from the ledger itself:
-		// the claim's deduction already left its count.
-		if have == nil || have.Status != tandem.StatusReserved {
-			return ConvergeEqual, nil
-		}
-		return ConvergeRepaired, nil
-	}
-	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error { return cs.SettleClaim(ctx, *want) })
+	return ConvergeRepaired, rp.r.call(ctx, func(ctx context.Context) error { return to.SettleClaim(ctx, *want) })
 }
 
 // placeRetrying places hold in s, retrying for up to ShadowTimeout while s
 // is short: at the sold-out boundary the two stores pick their winners
 // concurrently, and the shadow's units come back as the holds of the carts
 // its SoT refused are discarded.
-func (rp *repairer) placeRetrying(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
+func (rp *repairer) placeRetrying(ctx context.Context, s tandem.ShadowStore, hold tandem.Reservation) error {
 	end := time.Now().Add(rp.r.ShadowTimeout)
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 32*time.Millisecond) {
-		err := rp.r.call(ctx, func(ctx context.Context) error { return place(ctx, s, hold) })
+		err := rp.r.call(ctx, func(ctx context.Context) error {
+			_, err := s.Place(ctx, hold)
+			return err
+		})
 		if tandem.ErrorCode(err) != tandem.EINSUFFICIENT || time.Now().Add(wait).After(end) {
 			return err
 		}
@@ -216,7 +201,7 @@ func (rp *repairer) placeRetrying(ctx context.Context, s tandem.ReservationStore
 // from: each agrees with the ledger. A Redis that lost its data (a restart
 // without persistence) knows nothing, and its silence must not wipe the
 // other store's holds: that is resync's disaster, not convergence.
-func (rp *repairer) knows(ctx context.Context, s tandem.ReservationStore, shop int64, lines []tandem.Line) error {
+func (rp *repairer) knows(ctx context.Context, s tandem.ShadowStore, shop int64, lines []tandem.Line) error {
 	if rp.r.Ledger == nil || s.Name() != tandem.StoreRedis {
 		return nil // MySQL's counts are the ledger's own
 	}
@@ -242,7 +227,7 @@ func (rp *repairer) knows(ctx context.Context, s tandem.ReservationStore, shop i
 }
 
 // read returns the cart as s knows it, nil when s never saw it.
-func (rp *repairer) read(ctx context.Context, s tandem.ReservationStore, ck cartKey) (*tandem.Reservation, error) {
+func (rp *repairer) read(ctx context.Context, s tandem.ShadowStore, ck cartKey) (*tandem.Reservation, error) {
 	var res *tandem.Reservation
 	err := rp.r.call(ctx, func(ctx context.Context) (err error) {
 		res, err = s.Get(ctx, ck.shop, ck.token)
@@ -252,34 +237,6 @@ func (rp *repairer) read(ctx context.Context, s tandem.ReservationStore, ck cart
 		return nil, nil
 	}
 	return res, err
-}
-
-// discard forgets a store's copy of a cart, or releases it when the store
-// cannot forget.
-func discard(ctx context.Context, s tandem.ReservationStore, shopID int64, token string) error {
-	if d, ok := s.(tandem.Discarder); ok {
-		return d.Discard(ctx, shopID, token)
-	}
-	_, err := s.Release(ctx, shopID, token)
-	if c := tandem.ErrorCode(err); c == tandem.ENOTFOUND || c == tandem.EGONE {
-		return nil
-	}
-	return err
-}
-
-// place takes hold in s exactly, or with a reserve pinned to its groups
-// when s cannot place.
-func place(ctx context.Context, s tandem.ReservationStore, hold tandem.Reservation) error {
-	if p, ok := s.(tandem.Placer); ok {
-		_, err := p.Place(ctx, hold)
-		return err
-	}
-	req := tandem.ReserveRequest{CartToken: hold.CartToken, ShopID: hold.ShopID, TTL: time.Until(hold.ExpiresAt)}
-	for _, l := range hold.Lines {
-		req.Lines = append(req.Lines, tandem.LineRequest{ItemID: l.ItemID, Quantity: l.Quantity, GroupIDs: []int64{l.GroupID}})
-	}
-	_, err := s.Reserve(ctx, req)
-	return err
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -386,7 +386,7 @@ func (rp *repairer) suspect(ctx context.Context, ck cartKey, sot string) bool {
 
 // copyStale converges the cart from the other store into sot when it is
 // dirty with the other store as its authority, in the cart's line.
-func (rp *repairer) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ReservationStore) error {
+func (rp *repairer) copyStale(ctx context.Context, ck cartKey, sot, other tandem.ShadowStore) error {
 	rp.dirty.mu.Lock()
 	e := rp.dirty.m[ck]
 	stale := e != nil && e.cart.Authority != sot.Name()

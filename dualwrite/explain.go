@@ -144,11 +144,11 @@ func (r *Router) viewPositions(ctx context.Context, keys []tandem.Key) ([]positi
 	for _, k := range keys {
 		v := positionView{key: k}
 		err := r.call(ctx, func(ctx context.Context) error {
-			rc, err := records(ctx, r.Redis, k)
+			rc, err := r.Redis.Records(ctx, k)
 			if err != nil {
 				return err
 			}
-			mc, err := records(ctx, r.MySQL, k)
+			mc, err := r.MySQL.Records(ctx, k)
 			if err != nil {
 				return err
 			}
@@ -164,29 +164,13 @@ func (r *Router) viewPositions(ctx context.Context, keys []tandem.Key) ([]positi
 	return views, nil
 }
 
-// records reads k in s's own records; a store that keeps none counts from
-// the ledger, so its counters are its records.
-func records(ctx context.Context, s tandem.ReservationStore, k tandem.Key) (*tandem.Records, error) {
-	if rc, ok := s.(tandem.Recounter); ok {
-		return rc.Records(ctx, k)
-	}
-	c, err := s.Counters(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	return &tandem.Records{Counters: *c, Sellable: c.Available}, nil
-}
-
 // repairPosition repairs the store's records of k from themselves and
 // says what it did.
 func (r *Router) repairPosition(ctx context.Context, store string, k tandem.Key) string {
-	rc, ok := r.store(store).(tandem.Recounter)
-	if !ok {
-		return ""
-	}
+	s := r.store(store)
 	var c *tandem.Records
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		c, err = rc.Repair(ctx, k)
+		c, err = s.Repair(ctx, k)
 		return err
 	})
 	if err != nil {

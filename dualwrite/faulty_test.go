@@ -13,10 +13,11 @@ import (
 // faulty wraps a store to inject shadow faults: a delay before chosen
 // operations (with late, the operation still runs after the caller gave up,
 // as a Redis script or a MySQL commit already sent does), or a cut
-// (unavailable) while set. It forwards every optional interface the router
-// uses, so the router treats it as the real store.
+// (unavailable) while set. It forwards every method of tandem.ShadowStore,
+// so the router treats it as the real store; redisFaulty adds what only
+// the Redis store has.
 type faulty struct {
-	inner tandem.ReservationStore
+	inner tandem.ShadowStore
 
 	mu     sync.Mutex
 	delay  map[string]time.Duration // by operation name
@@ -33,7 +34,7 @@ type gate struct {
 	once          sync.Once
 }
 
-func newFaulty(s tandem.ReservationStore) *faulty {
+func newFaulty(s tandem.ShadowStore) *faulty {
 	return &faulty{inner: s, delay: map[string]time.Duration{}}
 }
 
@@ -179,41 +180,41 @@ func (f *faulty) CheckInvariants(ctx context.Context) ([]tandem.Violation, error
 
 func (f *faulty) Discard(ctx context.Context, shop int64, token string) error {
 	_, err := do(f, ctx, "discard", token, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, f.inner.(tandem.Discarder).Discard(ctx, shop, token)
+		return struct{}{}, f.inner.Discard(ctx, shop, token)
 	})
 	return err
 }
 
 func (f *faulty) End(ctx context.Context, ended tandem.Reservation) error {
 	_, err := do(f, ctx, "end", ended.CartToken, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, f.inner.(tandem.Ender).End(ctx, ended)
+		return struct{}{}, f.inner.End(ctx, ended)
 	})
 	return err
 }
 
 func (f *faulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
 	_, err := do(f, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, f.inner.(tandem.ClaimSettler).SettleClaim(ctx, claimed)
+		return struct{}{}, f.inner.SettleClaim(ctx, claimed)
 	})
 	return err
 }
 
 func (f *faulty) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	return do(f, ctx, "place", hold.CartToken, func(ctx context.Context) (*tandem.Reservation, error) {
-		return f.inner.(tandem.Placer).Place(ctx, hold)
+		return f.inner.Place(ctx, hold)
 	})
 }
 
 func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64) (*tandem.Counters, error) {
 	return do(f, ctx, "follow", "", func(ctx context.Context) (*tandem.Counters, error) {
-		return f.inner.(tandem.Follower).FollowOnHand(ctx, k, v, delta)
+		return f.inner.FollowOnHand(ctx, k, v, delta)
 	})
 }
 
 func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 	// Held (hold("active_holds", "")) after the read: the caller gets
 	// the list as it was before whatever runs meanwhile.
-	list, err := f.inner.(tandem.Resyncer).ActiveHolds(ctx)
+	list, err := f.inner.ActiveHolds(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -221,11 +222,21 @@ func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) 
 }
 
 func (f *faulty) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
-	return f.inner.(tandem.Resyncer).Rebuild(ctx, holds)
+	return f.inner.Rebuild(ctx, holds)
 }
 
 // redisFaulty adds what only the Redis store has.
 type redisFaulty struct{ *faulty }
+
+var (
+	_ tandem.ShadowStore = (*faulty)(nil)
+	_ interface {
+		tandem.ShadowStore
+		tandem.ShopLister
+		tandem.HoldCounter
+		dualwrite.WholeMarker
+	} = redisFaulty{}
+)
 
 func (f redisFaulty) ShopHolds(ctx context.Context, shops []int64) ([]tandem.Reservation, error) {
 	return f.inner.(tandem.ShopLister).ShopHolds(ctx, shops)
@@ -241,19 +252,19 @@ func (f redisFaulty) ShopHoldCounts(ctx context.Context) (map[int64]int, error) 
 }
 
 func (f *faulty) Recount(ctx context.Context, k tandem.Key) (*tandem.Counters, error) {
-	return f.inner.(tandem.Recounter).Recount(ctx, k)
+	return f.inner.Recount(ctx, k)
 }
 
 func (f *faulty) Repair(ctx context.Context, k tandem.Key) (*tandem.Records, error) {
-	return f.inner.(tandem.Recounter).Repair(ctx, k)
+	return f.inner.Repair(ctx, k)
 }
 
 func (f *faulty) Records(ctx context.Context, k tandem.Key) (*tandem.Records, error) {
-	return f.inner.(tandem.Recounter).Records(ctx, k)
+	return f.inner.Records(ctx, k)
 }
 
 func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {
-	return f.inner.(tandem.ShopRebuilder).RebuildShops(ctx, shops, holds)
+	return f.inner.RebuildShops(ctx, shops, holds)
 }
 
 func (f redisFaulty) Marked(ctx context.Context) (bool, error) {

@@ -265,19 +265,9 @@ func (mg *migrator) rebuildRedis(ctx context.Context, lost int) {
 }
 
 func (mg *migrator) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) error {
-	src, ok := mg.r.MySQL.(tandem.Resyncer)
-	if !ok {
-		return fmt.Errorf("rebuild redis: mysql cannot list its holds")
-	}
-	holds, err := src.ActiveHolds(ctx)
+	holds, err := mg.r.MySQL.ActiveHolds(ctx)
 	if err != nil {
 		return fmt.Errorf("rebuild redis: list mysql holds: %w", err)
-	}
-	part, ok := mg.r.Redis.(tandem.ShopRebuilder)
-	if !ok {
-		n, err := rebuild(ctx, mg.r.MySQL, mg.r.Redis)
-		rep.Positions, rep.Holds = n, len(holds)
-		return err
 	}
 	byShop := map[int64][]tandem.Reservation{}
 	for _, h := range holds {
@@ -306,7 +296,7 @@ func (mg *migrator) rebuildRedisRun(ctx context.Context, rep *RedisRebuild) erro
 			i++
 		}
 		resume := mg.pauseShops(batch)
-		n, err := part.RebuildShops(ctx, batch, bh)
+		n, err := mg.r.Redis.RebuildShops(ctx, batch, bh)
 		resume()
 		if err != nil {
 			return fmt.Errorf("rebuild redis: shops %d..%d: %w", batch[0], batch[len(batch)-1], err)

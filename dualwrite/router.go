@@ -1,7 +1,7 @@
 // Package dualwrite routes every reservation of a pod to its source of truth
 // (SoT), which alone answers the buyer, and to its shadow, whose answer is
 // compared with the SoT's and repaired when they differ. It knows nothing of
-// Redis or SQL: both stores are tandem.ReservationStore values.
+// Redis or SQL: both stores are tandem.ShadowStore values.
 //
 // The shadow never stands in the buyer's way: the buyer's answer returns as
 // soon as the SoT answers, the shadow runs after it on its own under
@@ -58,8 +58,8 @@ const (
 type Router struct {
 	Pod   string
 	Shops tandem.ShopSet
-	Redis tandem.ReservationStore
-	MySQL tandem.ReservationStore
+	Redis tandem.ShadowStore
+	MySQL tandem.ShadowStore
 	// Ledger is the pod's ledger, read by the drift audit.
 	Ledger tandem.Ledger
 
@@ -181,7 +181,7 @@ type cartKey struct {
 // with the default configuration: no mode source (redis), no kill switch,
 // recorder, ledger or dirty log, the wall clock and no logger. Set the
 // exported fields before Open and before the first request.
-func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ReservationStore) *Router {
+func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ShadowStore) *Router {
 	r := &Router{
 		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
 		ShadowTimeout:  DefaultShadowTimeout,
@@ -278,7 +278,7 @@ func (r *Router) Mode() tandem.Mode {
 	return m.Effective(r.Kill != nil && r.Kill.Engaged(r.Pod) && !r.migrate.rebuilding())
 }
 
-func (r *Router) store(name string) tandem.ReservationStore {
+func (r *Router) store(name string) tandem.ShadowStore {
 	switch name {
 	case tandem.StoreRedis:
 		return r.Redis
@@ -289,13 +289,13 @@ func (r *Router) store(name string) tandem.ReservationStore {
 }
 
 // route returns the SoT and the shadow (nil when the mode has none).
-func (r *Router) route() (mode tandem.Mode, sot, shadow tandem.ReservationStore) {
+func (r *Router) route() (mode tandem.Mode, sot, shadow tandem.ShadowStore) {
 	mode = r.Mode()
 	return mode, r.store(mode.SourceOfTruth()), r.store(mode.Shadow())
 }
 
 // other returns the store that is not s.
-func (r *Router) other(s tandem.ReservationStore) tandem.ReservationStore {
+func (r *Router) other(s tandem.ShadowStore) tandem.ShadowStore {
 	if s == r.Redis {
 		return r.MySQL
 	}
@@ -355,16 +355,16 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 // was reserved under another SoT, before a flip or kill switch) is claimed
 // there.
 func (r *Router) Claim(ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error) {
-	return r.settle(ctx, tandem.OpClaim, shopID, cartToken, tandem.ReservationStore.Claim)
+	return r.settle(ctx, tandem.OpClaim, shopID, cartToken, tandem.ShadowStore.Claim)
 }
 
 // Release returns the cart's units in the SoT and the shadow, with the same
 // fallback to the other store as Claim.
 func (r *Router) Release(ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error) {
-	return r.settle(ctx, tandem.OpRelease, shopID, cartToken, tandem.ReservationStore.Release)
+	return r.settle(ctx, tandem.OpRelease, shopID, cartToken, tandem.ShadowStore.Release)
 }
 
-type settleFunc func(s tandem.ReservationStore, ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
+type settleFunc func(s tandem.ShadowStore, ctx context.Context, shopID int64, cartToken string) (*tandem.Reservation, error)
 
 func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	if err := tandem.ValidateCartToken(cartToken); err != nil {
@@ -435,7 +435,7 @@ func honoured(op tandem.Op, o tandem.Outcome) bool {
 // opGet names Get for honoured; it is not a dual-written operation.
 const opGet tandem.Op = "get"
 
-func (r *Router) fallback(ctx context.Context, s tandem.ReservationStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
+func (r *Router) fallback(ctx context.Context, s tandem.ShadowStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ShadowTimeout)
 	defer cancel()
 	return f(s, ctx, shopID, cartToken)
@@ -456,7 +456,7 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	res, err := sot.Get(ctx, shopID, cartToken)
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
 		if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
-			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ReservationStore.Get)
+			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ShadowStore.Get)
 			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
 			}
@@ -492,13 +492,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ShadowTimeout)
 		sstart := time.Now()
 		// The SoT wrote the ledger; the shadow follows without writing it again.
-		var sc *tandem.Counters
-		var serr error
-		if f, ok := shadow.(tandem.Follower); ok {
-			sc, serr = f.FollowOnHand(sctx, key, onHand, onHand-c.Before)
-		} else {
-			sc, serr = shadow.SetOnHand(sctx, key, onHand)
-		}
+		sc, serr := shadow.FollowOnHand(sctx, key, onHand, onHand-c.Before)
 		timedOut := serr != nil && sctx.Err() != nil
 		cancel()
 		primary := tandem.Outcome{Store: sot.Name(), Status: tandem.OutcomeOK, Latency: time.Since(start)}
@@ -537,7 +531,7 @@ func (r *Router) Inventory(ctx context.Context, key tandem.Key) (*tandem.Invento
 	return inv, nil
 }
 
-func (r *Router) inventory(mode tandem.Mode, sot tandem.ReservationStore, c *tandem.Counters) *tandem.Inventory {
+func (r *Router) inventory(mode tandem.Mode, sot tandem.ShadowStore, c *tandem.Counters) *tandem.Inventory {
 	return &tandem.Inventory{
 		ShopID: c.ShopID, ItemID: c.ItemID, GroupID: c.GroupID,
 		OnHand: c.OnHand, Reserved: c.Reserved, Available: c.Available,

@@ -288,9 +288,10 @@ func TestRouter_ShadowRepair(t *testing.T) {
 	})
 }
 
-// slowStore delays every call of an underlying store.
+// slowStore delays every reserve of an underlying store and forwards the
+// rest.
 type slowStore struct {
-	tandem.ReservationStore
+	tandem.ShadowStore
 	delay time.Duration
 	calls atomic.Int64
 }
@@ -302,7 +303,7 @@ func (s *slowStore) Reserve(ctx context.Context, req tandem.ReserveRequest) (*ta
 	case <-ctx.Done():
 		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "slow store: %v", ctx.Err())
 	}
-	return s.ReservationStore.Reserve(ctx, req)
+	return s.ShadowStore.Reserve(ctx, req)
 }
 
 // A slow shadow never slows the buyer beyond its bound: beyond the cap the
@@ -313,7 +314,7 @@ func TestRouter_ShadowBounded(t *testing.T) {
 	if _, err := p.SetOnHand(ctx, k, 1000); err != nil {
 		t.Fatal(err)
 	}
-	slow := &slowStore{ReservationStore: p.mysql, delay: time.Hour}
+	slow := &slowStore{ShadowStore: p.mysql, delay: time.Hour}
 	r := dualwrite.NewRouter(p.Pod, p.Shops, p.redis, slow)
 	r.Ledger = p.Ledger
 	r.Modes = p.modes

@@ -57,7 +57,7 @@ type shadowCall struct {
 }
 
 // run runs the call on s once the SoT answered p.
-func (c *shadowCall) run(ctx context.Context, s tandem.ReservationStore, p tandem.Outcome) (*tandem.Reservation, error) {
+func (c *shadowCall) run(ctx context.Context, s tandem.ShadowStore, p tandem.Outcome) (*tandem.Reservation, error) {
 	if c.settle != nil {
 		return c.settle(s, ctx, c.shop, c.token)
 	}

@@ -117,12 +117,8 @@ func (rp *repairer) diffCarts(ctx context.Context, mode tandem.Mode) (*Diff, err
 	return d, nil
 }
 
-func activeHolds(ctx context.Context, s tandem.ReservationStore) (map[cartKey][]tandem.Line, error) {
-	rs, ok := s.(tandem.Resyncer)
-	if !ok {
-		return nil, fmt.Errorf("%s cannot list its holds", s.Name())
-	}
-	list, err := rs.ActiveHolds(ctx)
+func activeHolds(ctx context.Context, s tandem.ShadowStore) (map[cartKey][]tandem.Line, error) {
+	list, err := s.ActiveHolds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list %s holds: %w", s.Name(), err)
 	}
@@ -210,7 +206,7 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 // convergeDiffering converges each differing cart from the SoT, in the
 // cart's line, and says how many it made equal. It leaves alone the carts
 // the worker has and those on positions the SoT lost.
-func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, carts []CartDiff, lost map[tandem.Key]bool) int {
+func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ShadowStore, carts []CartDiff, lost map[tandem.Key]bool) int {
 	converged := 0
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -282,7 +278,7 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 // recount sets again from the ledger each position of either store that
 // disagrees with it and that no differing cart of d touches, and returns
 // the differences left.
-func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ReservationStore, d *Diff, rep *SweepReport) (*Diff, error) {
+func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ShadowStore, d *Diff, rep *SweepReport) (*Diff, error) {
 	var err error
 	busy := map[tandem.Key]bool{}
 	for _, c := range d.Carts {
@@ -308,11 +304,9 @@ func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow t
 		recounted := false
 		pl := rp.r.positionLock(k)
 		pl.Lock()
-		for _, st := range []tandem.ReservationStore{sot, shadow} {
-			if rc, ok := st.(tandem.Recounter); ok {
-				if _, err := rc.Recount(ctx, k); err == nil {
-					recounted = true
-				}
+		for _, st := range []tandem.ShadowStore{sot, shadow} {
+			if _, err := st.Recount(ctx, k); err == nil {
+				recounted = true
 			}
 		}
 		pl.Unlock()
@@ -330,7 +324,7 @@ func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow t
 
 // lostPositions returns the positions where a Redis SoT's count disagrees
 // with the ledger (none for MySQL, whose count is the ledger's).
-func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ReservationStore) (map[tandem.Key]bool, error) {
+func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ShadowStore) (map[tandem.Key]bool, error) {
 	if sot.Name() != tandem.StoreRedis || rp.r.Ledger == nil {
 		return nil, nil
 	}
@@ -485,7 +479,7 @@ func (rp *repairer) auditPass(ctx context.Context, mode tandem.Mode, only map[ta
 
 // snapshot lists a store's counters, adds its positions to keys and marks
 // the positions whose store invariants are broken.
-func (rp *repairer) snapshot(ctx context.Context, s tandem.ReservationStore, keys, broken map[tandem.Key]bool) (map[tandem.Key]tandem.Counters, error) {
+func (rp *repairer) snapshot(ctx context.Context, s tandem.ShadowStore, keys, broken map[tandem.Key]bool) (map[tandem.Key]tandem.Counters, error) {
 	list, err := s.ListCounters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit %s: %s counters: %w", rp.r.Pod, s.Name(), err)

@@ -45,9 +45,8 @@ const (
 )
 
 var (
-	_ tandem.ReservationStore = (*Store)(nil)
-	_ tandem.Resyncer         = (*Store)(nil)
-	_ tandem.Ledger           = (*ledger)(nil)
+	_ tandem.ShadowStore = (*Store)(nil)
+	_ tandem.Ledger      = (*ledger)(nil)
 )
 
 // Store is the MySQL unit-row engine of one pod, and the pod's ledger.

@@ -19,10 +19,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-var (
-	_ tandem.ReservationStore = (*Store)(nil)
-	_ tandem.Resyncer         = (*Store)(nil)
-)
+var _ tandem.ShadowStore = (*Store)(nil)
 
 // Default settings of a new Store.
 const (
@@ -45,9 +42,10 @@ const (
 )
 
 // Store is the legacy Redis reservation engine of one pod. It implements
-// tandem.ReservationStore and tandem.Resyncer and claims through the pod's
-// ledger. NewStore returns it with every setting at its default; change the
-// exported fields before Open. Safe for concurrent use once open.
+// tandem.ShadowStore, and the optional tandem.ShopLister and
+// tandem.HoldCounter, and claims through the pod's ledger. NewStore returns
+// it with every setting at its default; change the exported fields before
+// Open. Safe for concurrent use once open.
 type Store struct {
 	// Prefix starts every key of the store, e.g. "tandem:pod-a:". It must
 	// not hold braces: the shop is the keys' hash tag.

@@ -71,7 +71,7 @@ type podOptions struct {
 	registerer   prometheus.Registerer
 	// wrap, when set, wraps what the router uses as each store (before the
 	// router opens): a test's probe around the real store.
-	wrap func(tandem.ReservationStore) tandem.ReservationStore
+	wrap func(tandem.ShadowStore) tandem.ShadowStore
 }
 
 // faultPod is one router over real stores, each behind its own proxy: MySQL
@@ -171,7 +171,7 @@ func mustOpenFaultPod(t *testing.T, mode tandem.Mode, o podOptions) *faultPod {
 	t.Cleanup(func() { p.redis.Close() })
 
 	shops, _ := tandem.ParseShopSet([]string{"1-1000"})
-	var rs, ms tandem.ReservationStore = p.redis, p.mysql
+	var rs, ms tandem.ShadowStore = p.redis, p.mysql
 	if o.wrap != nil {
 		rs, ms = o.wrap(rs), o.wrap(ms)
 	}

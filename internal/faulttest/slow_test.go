@@ -16,12 +16,15 @@ import (
 )
 
 // inflightStore counts the reserve, claim and release calls running on a
-// store at once, and the most it has seen.
+// store at once, and the most it has seen, with the shadow's discard, end
+// and place; it forwards every other method of tandem.ShadowStore.
 type inflightStore struct {
-	tandem.ReservationStore
+	tandem.ShadowStore
 	now, peak atomic.Int64
 	calls     atomic.Int64
 }
+
+var _ tandem.ShadowStore = (*inflightStore)(nil)
 
 func (s *inflightStore) enter() func() {
 	s.calls.Add(1)
@@ -35,44 +38,34 @@ func (s *inflightStore) enter() func() {
 	return func() { s.now.Add(-1) }
 }
 
-// ActiveHolds and Rebuild let the router compare and rebuild through the
-// probe, as through the store it wraps.
-func (s *inflightStore) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
-	return s.ReservationStore.(tandem.Resyncer).ActiveHolds(ctx)
-}
-
-func (s *inflightStore) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, error) {
-	return s.ReservationStore.(tandem.Resyncer).Rebuild(ctx, holds)
-}
-
 func (s *inflightStore) Discard(ctx context.Context, shopID int64, token string) error {
 	defer s.enter()()
-	return s.ReservationStore.(tandem.Discarder).Discard(ctx, shopID, token)
+	return s.ShadowStore.Discard(ctx, shopID, token)
 }
 
 func (s *inflightStore) End(ctx context.Context, ended tandem.Reservation) error {
 	defer s.enter()()
-	return s.ReservationStore.(tandem.Ender).End(ctx, ended)
+	return s.ShadowStore.End(ctx, ended)
 }
 
 func (s *inflightStore) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	defer s.enter()()
-	return s.ReservationStore.(tandem.Placer).Place(ctx, hold)
+	return s.ShadowStore.Place(ctx, hold)
 }
 
 func (s *inflightStore) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem.Reservation, error) {
 	defer s.enter()()
-	return s.ReservationStore.Reserve(ctx, req)
+	return s.ShadowStore.Reserve(ctx, req)
 }
 
 func (s *inflightStore) Claim(ctx context.Context, shopID int64, token string) (*tandem.Reservation, error) {
 	defer s.enter()()
-	return s.ReservationStore.Claim(ctx, shopID, token)
+	return s.ShadowStore.Claim(ctx, shopID, token)
 }
 
 func (s *inflightStore) Release(ctx context.Context, shopID int64, token string) (*tandem.Reservation, error) {
 	defer s.enter()()
-	return s.ReservationStore.Release(ctx, shopID, token)
+	return s.ShadowStore.Release(ctx, shopID, token)
 }
 
 // mustQuiesceMySQL waits (at most noHang) until no connection of the pod's
@@ -138,11 +131,11 @@ func TestSlowShadow(t *testing.T) {
 			if tc.mode == tandem.ModeMySQL {
 				shadowName = tandem.StoreRedis
 			}
-			wrap := func(s tandem.ReservationStore) tandem.ReservationStore {
+			wrap := func(s tandem.ShadowStore) tandem.ShadowStore {
 				if s.Name() != shadowName {
 					return s
 				}
-				slow.ReservationStore = s
+				slow.ShadowStore = s
 				return slow
 			}
 			p := mustOpenFaultPod(t, tc.mode, podOptions{maxInflight: maxInflight, wrap: wrap})

@@ -429,3 +429,56 @@ func (s *Store) Rebuild(ctx context.Context, holds []tandem.Reservation) (int, e
 	}
 	return len(positions), nil
 }
+
+// Solo is a model as the only store a router runs on: a router with no
+// mode source serves from its Redis slot and has no shadow, so what it
+// needs of the other slot is only its place. Solo satisfies
+// tandem.ShadowStore; the shadow's methods, which such a router never
+// calls, return EUNAVAILABLE (the model keeps no records of its own and
+// takes no hold from another store).
+type Solo struct{ *Store }
+
+var _ tandem.ShadowStore = Solo{}
+
+func soloErr(op string) error {
+	return tandem.Errorf(tandem.EUNAVAILABLE, "model: %s: not a shadow store", op)
+}
+
+// Discard implements tandem.Discarder: EUNAVAILABLE.
+func (Solo) Discard(context.Context, int64, string) error { return soloErr("discard") }
+
+// End implements tandem.Ender: EUNAVAILABLE.
+func (Solo) End(context.Context, tandem.Reservation) error { return soloErr("end") }
+
+// FollowOnHand implements tandem.Follower: EUNAVAILABLE.
+func (Solo) FollowOnHand(context.Context, tandem.Key, int64, int64) (*tandem.Counters, error) {
+	return nil, soloErr("follow on_hand")
+}
+
+// Place implements tandem.Placer: EUNAVAILABLE.
+func (Solo) Place(context.Context, tandem.Reservation) (*tandem.Reservation, error) {
+	return nil, soloErr("place")
+}
+
+// SettleClaim implements tandem.ClaimSettler: EUNAVAILABLE.
+func (Solo) SettleClaim(context.Context, tandem.Reservation) error { return soloErr("settle claim") }
+
+// Records implements tandem.Recounter: EUNAVAILABLE.
+func (Solo) Records(context.Context, tandem.Key) (*tandem.Records, error) {
+	return nil, soloErr("records")
+}
+
+// Recount implements tandem.Recounter: EUNAVAILABLE.
+func (Solo) Recount(context.Context, tandem.Key) (*tandem.Counters, error) {
+	return nil, soloErr("recount")
+}
+
+// Repair implements tandem.Recounter: EUNAVAILABLE.
+func (Solo) Repair(context.Context, tandem.Key) (*tandem.Records, error) {
+	return nil, soloErr("repair")
+}
+
+// RebuildShops implements tandem.ShopRebuilder: EUNAVAILABLE.
+func (Solo) RebuildShops(context.Context, []int64, []tandem.Reservation) (int, error) {
+	return 0, soloErr("rebuild shops")
+}

@@ -39,7 +39,7 @@ func mustCaptureFlashSale(t *testing.T) *capture.File {
 	t.Helper()
 	l := memres.NewLedger()
 	sot := memres.NewStore(l)
-	r := dualwrite.NewRouter("pod-a", tandem.ShopSet{}, sot, memres.NewStore(l))
+	r := dualwrite.NewRouter("pod-a", tandem.ShopSet{}, memres.Solo{Store: sot}, memres.Solo{Store: memres.NewStore(l)})
 	if err := r.Open(); err != nil {
 		t.Fatal(err)
 	}
