@@ -59,7 +59,13 @@ func (mg *migrator) auditPositions(ctx context.Context) (*tandem.Audit, error) {
 
 // resync is Router.Resync.
 func (mg *migrator) resync(ctx context.Context) (int, error) {
-	return rebuild(tandem.WithThrottle(ctx, mg.r.Throttle, tandem.JobResync), mg.r.MySQL, mg.r.Redis)
+	seq, resume := mg.r.repair.holdRounds()
+	defer resume()
+	n, err := rebuild(tandem.WithThrottle(ctx, mg.r.Throttle, tandem.JobResync), mg.r.MySQL, mg.r.Redis)
+	if err == nil {
+		mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+	}
+	return n, err
 }
 
 func rebuild(ctx context.Context, from, to tandem.ShadowStore) (int, error) {

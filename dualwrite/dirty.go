@@ -22,6 +22,7 @@ type dirtyEntry struct {
 	attempts int
 	next     time.Time // real time of the next attempt
 	gen      uint64    // bumped by every mark; an attempt clears only its own
+	seq      uint64    // the set's mark count at this entry's latest mark (rebuilt)
 	stored   bool      // the current mark is in the DirtyLog
 	cause    string
 	// refused is set when the cart was marked for a reserve the authority
@@ -45,6 +46,7 @@ type dirtySet struct {
 	m       map[cartKey]*dirtyEntry
 	cleared []tandem.DirtyCart // converged, still to clear in the DirtyLog
 	wake    chan struct{}
+	seq     uint64 // marks made so far
 }
 
 func newDirtySet() dirtySet {
@@ -126,6 +128,8 @@ func (rp *repairer) markDirtyWith(ck cartKey, authority, cause string, suspect b
 	e.cart.Authority = authority
 	e.cart.MarkedAt = rp.r.Now().UTC()
 	e.gen++
+	d.seq++
+	e.seq = d.seq
 	e.stored = false
 	e.cause = cause
 	e.next = now.Add(rp.retryDelay(0))
@@ -226,6 +230,8 @@ func (rp *repairer) flushDirty(ctx context.Context) {
 // convergeDue converges the dirty carts whose time has come, at most
 // convergeBatch, and says how many it tried.
 func (rp *repairer) convergeDue(ctx context.Context) int {
+	rp.rounds.Lock()
+	defer rp.rounds.Unlock()
 	if rp.r.migrate.rebuilding() {
 		return 0 // into a Redis being rebuilt: dirtyDueNow after it
 	}
@@ -463,4 +469,45 @@ func (rp *repairer) dirtySample() string {
 		out += fmt.Sprintf("%d/%s from %s after %d attempts: %s; ", ck.shop, ck.token, e.cart.Authority, e.attempts, e.cause)
 	}
 	return out
+}
+
+// holdRounds stops the worker's rounds until the returned func is called,
+// once the round in flight has ended, and returns the count of marks made
+// so far: a rebuild of one store from the other runs between the two, and
+// rebuilt then settles the marks it made moot.
+func (rp *repairer) holdRounds() (seq uint64, resume func()) {
+	rp.rounds.Lock()
+	rp.dirty.mu.Lock()
+	seq = rp.dirty.seq
+	rp.dirty.mu.Unlock()
+	return seq, rp.rounds.Unlock
+}
+
+// rebuilt settles the dirty carts whose authority is from and whose latest
+// mark is no later than seq: the other store was rebuilt from from's state
+// read after those marks, so it holds what from holds for them. Converging
+// them again would apply what the rebuild already counted (a claim
+// settled in Redis twice: its counts come from the ledger, which already
+// lost the claimed units).
+func (rp *repairer) rebuilt(from string, seq uint64) {
+	d := &rp.dirty
+	var deferred []*tandem.Comparison
+	d.mu.Lock()
+	for ck, e := range d.m {
+		if e.cart.Authority != from || e.seq > seq {
+			continue
+		}
+		delete(d.m, ck)
+		rp.r.grants.unpark(sotIndex(from), ck)
+		if rp.r.Dirty != nil {
+			d.cleared = append(d.cleared, e.cart)
+		}
+		if e.deferred != nil {
+			deferred = append(deferred, e.deferred)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range deferred {
+		rp.recordDeferred(c, true)
+	}
 }

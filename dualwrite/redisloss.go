@@ -242,7 +242,12 @@ func (mg *migrator) rebuildRedis(ctx context.Context, lost int) {
 	mg.setStale(why)
 	mg.loss.rebuilding.Store(true)
 	mg.r.Logger.Warnw("redis lost its data: rebuilding it from mysql", "pod", mg.r.Pod, "lost_positions", lost)
+	seq, resume := mg.r.repair.holdRounds()
 	err := mg.rebuildRedisRun(ctx, rep)
+	if err == nil {
+		mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+	}
+	resume()
 	mg.loss.rebuilding.Store(false)
 	rep.EndedAt = mg.r.Now().UTC()
 	if err != nil {

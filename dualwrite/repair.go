@@ -26,6 +26,9 @@ type repairer struct {
 	dirty   dirtySet
 	sweepCh chan struct{}
 	sweepMu sync.Mutex // one sweep at a time
+	// rounds is held by each of the worker's rounds of convergence, and by
+	// a rebuild of a store (holdRounds), so that none runs during the other.
+	rounds sync.Mutex
 	// statsMu guards results and lastSweep.
 	statsMu   sync.Mutex
 	results   map[ConvergeResult]int64
