@@ -23,7 +23,7 @@ const (
 
 // Limits of a reservation request: a cart token of 1..128 characters,
 // 1..100 lines, 1..1000 units a line, 1..20 distinct groups a line, a TTL
-// of 1..3600 s.
+// of 1 s..MaxTTL (TTLSeconds).
 const (
 	MaxCartTokenLen = 128
 	MaxLines        = 100
@@ -139,7 +139,7 @@ func (r *ReserveRequest) Validate() error {
 		return Errorf(EINVALID, "shop_id must be an integer > 0")
 	}
 	if r.TTL < 0 || r.TTL > MaxTTL || (r.TTL > 0 && r.TTL < time.Second) {
-		return Errorf(EINVALID, "ttl_seconds must be 1..3600")
+		return errTTLRange()
 	}
 	if len(r.Lines) < 1 || len(r.Lines) > MaxLines {
 		return Errorf(EINVALID, "lines must hold 1..%d lines, got %d", MaxLines, len(r.Lines))
@@ -171,6 +171,21 @@ func (r *ReserveRequest) Validate() error {
 		}
 	}
 	return nil
+}
+
+// TTLSeconds turns a request's ttl_seconds into the hold's TTL, or an
+// EINVALID error when it is outside 1..MaxTTL (the one TTL rule, beside
+// Validate's, for callers that read seconds off the wire and must not
+// multiply an out-of-range count into a Duration first).
+func TTLSeconds(n int64) (time.Duration, error) {
+	if n < 1 || n > int64(MaxTTL/time.Second) {
+		return 0, errTTLRange()
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+func errTTLRange() error {
+	return Errorf(EINVALID, "ttl_seconds must be 1..%d", int64(MaxTTL/time.Second))
 }
 
 // ValidateCartToken checks a cart token: 1..128 of [A-Za-z0-9._:-].

@@ -170,3 +170,27 @@ func FuzzCartToken(f *testing.F) {
 		}
 	})
 }
+
+// The one TTL rule: ttl_seconds of 1..MaxTTL, the same answer from the
+// wire's seconds (TTLSeconds) and from a request's Duration (Validate).
+func TestTTLSeconds(t *testing.T) {
+	maxS := int64(tandem.MaxTTL / time.Second)
+	for _, n := range []int64{0, -1, maxS + 1, 1 << 62} {
+		_, err := tandem.TTLSeconds(n)
+		if tandem.ErrorCode(err) != tandem.EINVALID {
+			t.Errorf("TTLSeconds(%d): got %v, want %s", n, err, tandem.EINVALID)
+		}
+		req := tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: time.Duration(n) * time.Second,
+			Lines: []tandem.LineRequest{{ItemID: 1, Quantity: 1, GroupIDs: []int64{1}}}}
+		if n > 0 && n <= maxS+1 {
+			if verr := req.Validate(); verr == nil || tandem.ErrorMessage(verr) != tandem.ErrorMessage(err) {
+				t.Errorf("Validate with a TTL of %d s: got %v, want %v", n, verr, err)
+			}
+		}
+	}
+	for _, n := range []int64{1, maxS} {
+		if d, err := tandem.TTLSeconds(n); err != nil || d != time.Duration(n)*time.Second {
+			t.Errorf("TTLSeconds(%d): got %s, %v, want %d s", n, d, err, n)
+		}
+	}
+}

@@ -146,12 +146,12 @@ func (h *checkoutHandler) reserve(w http.ResponseWriter, r *http.Request) {
 	}
 	req := tandem.ReserveRequest{CartToken: body.CartToken, ShopID: body.ShopID, Lines: body.Lines}
 	if body.TTLSeconds != nil {
-		ttl := *body.TTLSeconds
-		if ttl < 1 || ttl > int64(tandem.MaxTTL/time.Second) {
-			h.fail(w, r, tandem.OpReserve, invalid("ttl_seconds must be 1..%d", int64(tandem.MaxTTL/time.Second)))
+		ttl, err := tandem.TTLSeconds(*body.TTLSeconds)
+		if err != nil {
+			h.fail(w, r, tandem.OpReserve, err)
 			return
 		}
-		req.TTL = time.Duration(ttl) * time.Second
+		req.TTL = ttl
 	}
 	if err := req.Validate(); err != nil {
 		h.fail(w, r, tandem.OpReserve, err)
