@@ -120,10 +120,9 @@ func (b *grantBook) drop(gk grantKey, g *grant) {
 	}
 }
 
-// covering returns the carts other than self with a parked grant by sot on
-// one of keys and, when any grant by sot covers keys (parked or in flight),
-// a channel closed when a grant ends; nil when none does.
-func (b *grantBook) covering(sot int, keys []tandem.Key, self cartKey) (parked []cartKey, changed <-chan struct{}) {
+// covering returns the carts other than self with a grant by sot on one of
+// keys, parked or in flight, and a channel closed when a grant ends.
+func (b *grantBook) covering(sot int, keys []tandem.Key, self cartKey) (parked, inflight []cartKey, changed <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	hit := false
@@ -134,25 +133,22 @@ func (b *grantBook) covering(sot int, keys []tandem.Key, self cartKey) (parked [
 		}
 	}
 	if !hit {
-		return nil, nil
+		return nil, nil, nil
 	}
-	hit = false // the cart's own grants are catchUp's, not a wait here
 	for gk, g := range b.m {
 		if gk.sot != sot || gk.ck == self || !overlaps(g.keys, keys) {
 			continue
 		}
-		hit = true
 		if g.parked {
 			parked = append(parked, gk.ck)
+		} else {
+			inflight = append(inflight, gk.ck)
 		}
-	}
-	if !hit {
-		return nil, nil
 	}
 	if b.changed == nil {
 		b.changed = make(chan struct{})
 	}
-	return parked, b.changed
+	return parked, inflight, b.changed
 }
 
 func containsKey(keys []tandem.Key, k tandem.Key) bool {
@@ -195,7 +191,7 @@ func (r *Router) awaitGrants(ctx context.Context, o *op, keys []tandem.Key) erro
 	other := 1 - sotIndex(o.sot.Name())
 	deadline := time.Now().Add(r.fenceWait())
 	for {
-		parked, changed := r.grants.covering(other, keys, o.ck)
+		parked, inflight, changed := r.grants.covering(other, keys, o.ck)
 		if changed == nil {
 			return nil
 		}
@@ -211,10 +207,9 @@ func (r *Router) awaitGrants(ctx context.Context, o *op, keys []tandem.Key) erro
 					ck.shop, o.shadow.Name(), o.sot.Name(), tandem.ErrorMessage(err))
 			}
 		}
-		// A copy that ended its grant closed changed: the wait below ends at
-		// once and the positions are looked at again; a grant that stays
-		// (its cart was marked again meanwhile) is waited for, not copied
-		// in a busy loop.
+		if len(inflight) == 0 && len(parked) > 0 {
+			continue // copied: look again
+		}
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-changed:
