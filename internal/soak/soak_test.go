@@ -9,6 +9,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -415,9 +416,9 @@ func (r *run) claim(ctx context.Context, p *soakPod, c openCart) bool {
 	case got == tandem.EUNAVAILABLE && p.inCut(issued, answered):
 		r.exempt.Add(1)
 	default:
-		r.lost.add("pod %s (mode %s) claim of %d/%s issued at %s, %s before expiry, answered %q (%s); cut %s",
+		r.lost.add("pod %s (mode %s) claim of %d/%s issued at %s, %s before expiry, answered %q after %s (%v); cut %s",
 			p.name, p.router.Mode(), c.id.ShopID, c.id.Token, issued.Format("15:04:05.000"),
-			c.expiresAt.Sub(issued).Round(time.Millisecond), got, tandem.ErrorMessage(err), p.cutWindow())
+			c.expiresAt.Sub(issued).Round(time.Millisecond), got, answered.Sub(issued).Round(time.Millisecond), err, p.cutWindow())
 	}
 	return false
 }
@@ -635,8 +636,11 @@ func (r *run) repair(ctx context.Context, p *soakPod) string {
 // the heap back near its baseline.
 func TestSoak(t *testing.T) {
 	testenv.RequireIntegration(t)
-	// The driver logs every connection the cut resets; the run counts them.
-	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	// The driver logs every connection the cut resets; the run keeps the
+	// last lines and prints them when it fails.
+	driverLog := &tailWriter{max: 40}
+	_ = mysql.SetLogger(log.New(driverLog, "", log.Ltime|log.Lmicroseconds))
+	defer func() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) }()
 	n := *soakPods
 	if n < 1 {
 		t.Fatalf("-soak.pods must be >= 1, got %d", n)
@@ -802,6 +806,7 @@ func TestSoak(t *testing.T) {
 			r.eventsMu.Lock()
 			t.Logf("chaos timeline:\n  %s", strings.Join(r.events, "\n  "))
 			r.eventsMu.Unlock()
+			t.Logf("the MySQL driver's last %d log lines:\n  %s", driverLog.max, strings.Join(driverLog.lines(), "\n  "))
 		}
 	}()
 
@@ -944,4 +949,27 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// tailWriter keeps the last max lines written to it.
+type tailWriter struct {
+	mu   sync.Mutex
+	max  int
+	tail []string
+}
+
+func (w *tailWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tail = append(w.tail, strings.TrimRight(string(b), "\n"))
+	if len(w.tail) > w.max {
+		w.tail = w.tail[len(w.tail)-w.max:]
+	}
+	return len(b), nil
+}
+
+func (w *tailWriter) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.tail)
 }
