@@ -70,7 +70,7 @@ type ReservationStore interface {
 // contract because both engines implement every part of it: the router
 // converges a shadow to its authority (Discarder, Ender, Placer,
 // ClaimSettler, Follower), audits and recounts it (Recounter), backfills,
-// resyncs and rebuilds it (Resyncer, ShopRebuilder), whichever engine it
+// resyncs and rebuilds it (Resyncer, ShopRebuilder, Tombstoner), whichever engine it
 // is; nothing falls back when a part is missing. A store that wraps
 // another (fault injection, instrumentation) forwards all of it, and says
 // so with a `var _ tandem.ShadowStore` check beside it.
@@ -92,6 +92,7 @@ type ShadowStore interface {
 	Recounter
 	Resyncer
 	ShopRebuilder
+	Tombstoner
 }
 
 // Discarder is a store that can forget a hold the source of truth refused.
@@ -120,6 +121,22 @@ type Ender interface {
 	// ECONFLICT for a claimed cart (or one being claimed), EINVALID for
 	// another status or a cart without lines.
 	End(ctx context.Context, ended Reservation) error
+}
+
+// Tombstoner is a store that can learn, after it was rebuilt from another
+// store's state, of the carts that store had ended and this one never
+// knew. The rebuild wrote counts and holds only: a cart claimed, released
+// or expired meanwhile is in no count, and without its tombstone this
+// store, once it answers the buyer, would answer a repeated claim "never
+// reserved" and reserve the token again.
+type Tombstoner interface {
+	// Tombstone records each cart of ended (StatusClaimed, StatusReleased
+	// or StatusExpired, with its lines) that this store does not know,
+	// with that status and those lines, touching no counter: the rebuilt
+	// counts already account for it. A cart the store knows is left as it
+	// is. Returns how many it recorded; EINVALID, recording nothing, for a
+	// cart that is not ended or has no lines.
+	Tombstone(ctx context.Context, ended []Reservation) (int, error)
 }
 
 // Follower is a store that can follow a stock count that the source of

@@ -63,7 +63,10 @@ func (mg *migrator) resync(ctx context.Context) (int, error) {
 	defer resume()
 	n, err := rebuild(tandem.WithThrottle(ctx, mg.r.Throttle, tandem.JobResync), mg.r.MySQL, mg.r.Redis)
 	if err == nil {
-		mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+		settled := mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+		if err = mg.r.repair.tombstoneEnded(ctx, settled, mg.r.MySQL, mg.r.Redis); err != nil {
+			err = fmt.Errorf("resync: %w", err)
+		}
 	}
 	return n, err
 }

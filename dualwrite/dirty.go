@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -489,15 +490,21 @@ func (rp *repairer) holdRounds() (seq uint64, resume func()) {
 // them again would apply what the rebuild already counted (a claim
 // settled in Redis twice: its counts come from the ledger, which already
 // lost the claimed units).
-func (rp *repairer) rebuilt(from string, seq uint64) {
+//
+// It returns the carts it settled: the rebuild wrote counts and holds
+// only, so the ones from had ended still need their tombstones
+// (tombstoneEnded).
+func (rp *repairer) rebuilt(from string, seq uint64) []cartKey {
 	d := &rp.dirty
 	var deferred []*tandem.Comparison
+	var settled []cartKey
 	d.mu.Lock()
 	for ck, e := range d.m {
 		if e.cart.Authority != from || e.seq > seq {
 			continue
 		}
 		delete(d.m, ck)
+		settled = append(settled, ck)
 		rp.r.grants.unpark(sotIndex(from), ck)
 		if rp.r.Dirty != nil {
 			d.cleared = append(d.cleared, e.cart)
@@ -510,4 +517,34 @@ func (rp *repairer) rebuilt(from string, seq uint64) {
 	for _, c := range deferred {
 		rp.recordDeferred(c, true)
 	}
+	return settled
+}
+
+// tombstoneEnded records in to, which was just rebuilt from from's
+// state, the carts of settled that from has ended (claimed, released or
+// expired) and to never knew: the rebuild counted them (their units are
+// sold or back in stock), but without a tombstone to would answer a
+// repeated claim "never reserved", and reserve the token again, once it
+// is the source of truth. A cart to knows is left to its state.
+func (rp *repairer) tombstoneEnded(ctx context.Context, settled []cartKey, from, to tandem.ShadowStore) error {
+	var ended []tandem.Reservation
+	for _, ck := range settled {
+		c, err := rp.read(ctx, from, ck)
+		if err != nil {
+			return fmt.Errorf("read cart %d/%s from %s for its tombstone in %s: %w", ck.shop, ck.token, from.Name(), to.Name(), err)
+		}
+		if c != nil && c.Status != tandem.StatusReserved && len(c.Lines) > 0 {
+			ended = append(ended, *c)
+		}
+	}
+	for part := range slices.Chunk(ended, 256) {
+		n, err := to.Tombstone(ctx, part)
+		if err != nil {
+			return fmt.Errorf("record %d carts %s ended in %s: %w", len(part), from.Name(), to.Name(), err)
+		}
+		if n > 0 {
+			rp.r.Logger.Warnw("recorded carts ended that the rebuilt store did not know", "pod", rp.r.Pod, "store", to.Name(), "recorded", n)
+		}
+	}
+	return nil
 }

@@ -192,6 +192,12 @@ func (f *faulty) End(ctx context.Context, ended tandem.Reservation) error {
 	return err
 }
 
+func (f *faulty) Tombstone(ctx context.Context, ended []tandem.Reservation) (int, error) {
+	return do(f, ctx, "tombstone", "", func(ctx context.Context) (int, error) {
+		return f.inner.Tombstone(ctx, ended)
+	})
+}
+
 func (f *faulty) SettleClaim(ctx context.Context, claimed tandem.Reservation) error {
 	_, err := do(f, ctx, "settle_claim", claimed.CartToken, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, f.inner.SettleClaim(ctx, claimed)

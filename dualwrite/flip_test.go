@@ -306,3 +306,58 @@ func TestRouter_ResyncSettlesDirtyCarts(t *testing.T) {
 	}
 	p.mustConverge(t)
 }
+
+// A resync settles the dirty carts it rebuilt (above), yet the rebuild
+// writes counts and holds only: a cart MySQL claimed or released while
+// Redis was cut is in no count, and Redis never knew it. Redis must know
+// it as ended after the resync, or once Redis is the source of truth a
+// repeated claim answers "never reserved" (exactly-once claim across
+// flips) and a reserve of the ended token is granted again (invariant 7).
+func TestRouter_ResyncRecordsEndedCarts(t *testing.T) {
+	k := tandem.Key{ShopID: 17, ItemID: 1, GroupID: 1}
+	p := mustOpenPod(t, tandem.ModeShadow)
+	if _, err := p.SetOnHand(ctx, k, 5); err != nil {
+		t.Fatal(err)
+	}
+	p.modes.set(tandem.ModeMySQL)
+	p.fr.setCut(true)
+	for _, token := range []string{"sold", "gone"} {
+		if _, err := p.Reserve(ctx, cart(token, 17, one(1, 1, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := p.Claim(ctx, 17, "sold"); err != nil || res.Status != tandem.StatusClaimed {
+		t.Fatalf("claim with Redis cut: got %+v, %v, want claimed", res, err)
+	}
+	if res, err := p.Release(ctx, 17, "gone"); err != nil || res.Status != tandem.StatusReleased {
+		t.Fatalf("release with Redis cut: got %+v, %v, want released", res, err)
+	}
+	p.Wait()
+	if p.DirtyCarts() != 2 {
+		t.Fatalf("got %d dirty carts, want 2: the cut did not keep them from Redis", p.DirtyCarts())
+	}
+	p.fr.setCut(false)
+	if _, err := p.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.DirtyCarts() != 0 {
+		t.Fatalf("got %d dirty carts after the resync, want 0", p.DirtyCarts())
+	}
+	p.modes.set(tandem.ModeShadow)
+	res, err := p.Claim(ctx, 17, "sold")
+	if err != nil || res.Status != tandem.StatusClaimed || !res.Replayed {
+		t.Fatalf("repeated claim with Redis the SoT after the resync: got %+v, %v, want claimed (replayed)", res, err)
+	}
+	for _, token := range []string{"sold", "gone"} {
+		if res, err := p.Reserve(ctx, cart(token, 17, one(1, 1, 1))); tandem.ErrorCode(err) != tandem.ECONFLICT {
+			t.Errorf("reserve of the ended token %q with Redis the SoT: got %+v, %v, want %s", token, res, err, tandem.ECONFLICT)
+		}
+	}
+	if got := p.counters(t, p.redis, k); got.Available != 4 || got.OnHand != 4 {
+		t.Errorf("redis after the resync: got available %d of on_hand %d, want 4 of 4", got.Available, got.OnHand)
+	}
+	if got := p.onHand(t, k); got != 4 {
+		t.Errorf("ledger on_hand: got %d, want 4", got)
+	}
+	p.mustConverge(t)
+}

@@ -190,24 +190,36 @@ func (r *Router) awaitGrants(ctx context.Context, o *op, keys []tandem.Key) erro
 	}
 	other := 1 - sotIndex(o.sot.Name())
 	deadline := time.Now().Add(r.fenceWait())
+	var copied map[cartKey]bool
 	for {
 		parked, inflight, changed := r.grants.covering(other, keys, o.ck)
-		if changed == nil {
-			return nil
+		if len(parked) == 0 && len(inflight) == 0 {
+			return nil // none, or only this cart's own (its catch-up copies it)
 		}
 		if !time.Now().Before(deadline) {
 			return tandem.Errorf(tandem.EUNAVAILABLE,
 				"shop %d: holds %s granted before the change of source of truth are still being copied to %s; retry",
 				o.ck.shop, o.shadow.Name(), o.sot.Name())
 		}
+		fresh := false
 		for _, ck := range parked {
+			if copied[ck] {
+				// Copied once by this call and parked again: a newer mark of
+				// the cart, which its own line settles; wait for it below
+				// rather than copy in a loop.
+				continue
+			}
 			if err := r.repair.copyStale(ctx, ck, o.sot, o.shadow); err != nil {
 				return tandem.Errorf(tandem.EUNAVAILABLE,
 					"shop %d: a hold %s granted before the change of source of truth is not in %s yet (%v); retry",
 					ck.shop, o.shadow.Name(), o.sot.Name(), tandem.ErrorMessage(err))
 			}
+			if copied == nil {
+				copied = map[cartKey]bool{}
+			}
+			copied[ck], fresh = true, true
 		}
-		if len(inflight) == 0 && len(parked) > 0 {
+		if fresh {
 			continue // copied: look again
 		}
 		t := time.NewTimer(time.Until(deadline))

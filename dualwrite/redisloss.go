@@ -245,7 +245,8 @@ func (mg *migrator) rebuildRedis(ctx context.Context, lost int) {
 	seq, resume := mg.r.repair.holdRounds()
 	err := mg.rebuildRedisRun(ctx, rep)
 	if err == nil {
-		mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+		settled := mg.r.repair.rebuilt(tandem.StoreMySQL, seq)
+		err = mg.r.repair.tombstoneEnded(ctx, settled, mg.r.MySQL, mg.r.Redis)
 	}
 	resume()
 	mg.loss.rebuilding.Store(false)

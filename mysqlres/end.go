@@ -21,6 +21,7 @@ const (
 var (
 	_ tandem.Ender        = (*Store)(nil)
 	_ tandem.ClaimSettler = (*Store)(nil)
+	_ tandem.Tombstoner   = (*Store)(nil)
 )
 
 // End implements tandem.Ender: the router calls it on a copy of a cart its
@@ -83,6 +84,47 @@ func insertEnded(ctx context.Context, tx *sql.Tx, ended tandem.Reservation, now 
 		return fmt.Errorf("end: insert lines: %w", err)
 	}
 	return nil
+}
+
+// Tombstone implements tandem.Tombstoner: a header and unheld lines for
+// each cart this store never saw, in one transaction per cart (a reserve
+// of the token racing it wins the header's primary key, and the cart is
+// then known). This store's counts are the ledger's own, so a claimed
+// cart's tombstone touches nothing else either.
+func (s *Store) Tombstone(ctx context.Context, ended []tandem.Reservation) (int, error) {
+	for _, c := range ended {
+		if c.Status != tandem.StatusClaimed {
+			if err := validateEnded(c); err != nil {
+				return 0, err
+			}
+		} else if err := validateHold(c); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	now := s.Now().UTC()
+	for _, c := range ended {
+		recorded := false
+		err := s.withTx(ctx, tagRepair, func(tx *sql.Tx) error {
+			recorded = false
+			r, err := loadReservation(ctx, tx, tagRepair, c.ShopID, c.CartToken, true)
+			if err != nil || r != nil {
+				return err
+			}
+			if err := insertEnded(ctx, tx, c, now); err != nil {
+				return err
+			}
+			recorded = true
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		if recorded {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // validateEnded checks a cart given to End.

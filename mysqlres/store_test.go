@@ -643,8 +643,12 @@ func mustSellOutExactly(t *testing.T, s *mysqlres.Store, stock int64, buyers int
 // blocking select of units (waiting behind the test's holder).
 func waitForLockWait(t *testing.T, s *mysqlres.Store) {
 	t.Helper()
+	// A reserve of this database blocked in a locking read, whichever
+	// (the slow path's pool read, or the ledger row's when the pool is
+	// short): matching the pool read's text alone missed the others. (A
+	// READ COMMITTED reserve waiting so is not always in INNODB_TRX.)
 	const q = `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-		WHERE DB = DATABASE() AND INFO LIKE '%reserve_slow%SELECT id FROM unit_pool%FOR UPDATE'`
+		WHERE DB = DATABASE() AND INFO LIKE '%conn_tag=''reserve%FOR UPDATE%'`
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var n int
@@ -656,5 +660,16 @@ func waitForLockWait(t *testing.T, s *mysqlres.Store) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("no reserve ever waited for the locked unit")
+	var list []string
+	rows, err := s.DB().Query("SELECT CONCAT(ID, ' ', COALESCE(STATE, '')), COALESCE(INFO, '') FROM information_schema.PROCESSLIST WHERE DB = DATABASE() UNION ALL SELECT CONCAT('trx ', trx_mysql_thread_id), trx_state FROM information_schema.INNODB_TRX")
+	if err == nil {
+		for rows.Next() {
+			var st, info string
+			if rows.Scan(&st, &info) == nil {
+				list = append(list, st+": "+info)
+			}
+		}
+		rows.Close()
+	}
+	t.Fatalf("no reserve ever waited in a locking read; the database's connections and transactions:\n%s", strings.Join(list, "\n"))
 }

@@ -99,3 +99,58 @@ func (s *Store) End(ctx context.Context, ended tandem.Reservation) (err error) {
 	}
 	return tandem.Errorf(tandem.EUNAVAILABLE, "cart %s kept changing while being ended", token)
 }
+
+var _ tandem.Tombstoner = (*Store)(nil)
+
+// tombstoneSrc records a cart another store ended that Redis does not
+// know, touching no counter; a cart Redis knows is left as it is.
+//
+// KEYS[1] cart. ARGV[1] status, ARGV[2] lines, ARGV[3] expires_at_ms,
+// ARGV[4] retention_ms.
+//
+// Answers 1 when it recorded the cart, 0 when Redis knew it.
+const tombstoneSrc = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'fp', '', 'expires_at_ms', ARGV[3], 'lines', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`
+
+var tombstoneScript = redis.NewScript(tombstoneSrc)
+
+// Tombstone implements tandem.Tombstoner: one script per cart (a cart's
+// key alone, so it runs on a Redis Cluster too), kept as long as Redis
+// keeps its own ended carts (Retention).
+func (s *Store) Tombstone(ctx context.Context, ended []tandem.Reservation) (n int, err error) {
+	defer s.observe("tombstone", time.Now(), &err)
+	for _, c := range ended {
+		if err := validateTombstone(c); err != nil {
+			return 0, err
+		}
+	}
+	for _, c := range ended {
+		exp := c.ExpiresAt.UnixMilli()
+		if c.ExpiresAt.IsZero() {
+			exp = s.Now().UnixMilli()
+		}
+		r, err := tombstoneScript.Run(ctx, s.rdb, []string{s.cartKey(c.ShopID, c.CartToken)},
+			string(c.Status), encodeLines(c.Lines), strconv.FormatInt(exp, 10), s.Retention.Milliseconds()).Int()
+		if err != nil {
+			return n, translate("tombstone", err)
+		}
+		n += r
+	}
+	return n, nil
+}
+
+// validateTombstone checks a cart given to Tombstone.
+func validateTombstone(c tandem.Reservation) error {
+	switch c.Status {
+	case tandem.StatusClaimed, tandem.StatusReleased, tandem.StatusExpired:
+	default:
+		return tandem.Errorf(tandem.EINVALID, "cart %s: a tombstone is of a claimed, released or expired cart, not %q", c.CartToken, c.Status)
+	}
+	return validateHold(c)
+}

@@ -26,6 +26,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"SameTokenDifferentRequest", sameTokenDifferentRequest},
 		{"ReserveFinishedToken", reserveFinishedToken},
 		{"EndRecordsEndedCart", endRecordsEndedCart},
+		{"TombstoneRecordsUnknownCarts", tombstoneRecordsUnknownCarts},
 		{"AllOrNothing", allOrNothing},
 		{"GroupPreference", groupPreference},
 		{"ErrInvalid", errInvalid},
@@ -267,6 +268,59 @@ func endRecordsEndedCart(f *fixture) {
 	expectCode(f.t, "End with status reserved", end("t-bad", tandem.StatusReserved, two), tandem.EINVALID)
 	f.getFails("t-bad", tandem.ENOTFOUND)
 	f.counters(1, 1, 9, 0)
+}
+
+// tombstoneRecordsUnknownCarts: a store rebuilt from another's state
+// learns of the carts that store ended (tandem.Tombstoner): each cart it
+// never saw keeps its status and lines, no counter moves (the rebuilt
+// counts account for it), a repeated claim of a claimed one replays, and
+// no ended token is reserved again; a cart it knows is left as it is; a
+// cart that is not ended is refused and nothing is recorded.
+func tombstoneRecordsUnknownCarts(f *fixture) {
+	ts, ok := f.s.(tandem.Tombstoner)
+	if !ok {
+		f.t.Skipf("%s records no tombstone (not a tandem.Tombstoner)", f.s.Name())
+	}
+	f.stock(1, 1, 10)
+	one := tandem.Line{ItemID: 1, Quantity: 1, GroupID: 1}
+	two := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1}
+	ended := func(token string, st tandem.Status, lines ...tandem.Line) tandem.Reservation {
+		return tandem.Reservation{ShopID: f.shop, CartToken: token, Status: st, ExpiresAt: f.c.Now().Add(time.Minute), Lines: lines}
+	}
+	f.reserve(f.request("t-known", time.Minute, line(1, 1, 1)), one)
+
+	n, err := ts.Tombstone(f.ctx, []tandem.Reservation{ended("t-bad", tandem.StatusReserved, two), ended("t-ok", tandem.StatusClaimed, two)})
+	expectCode(f.t, "Tombstone of a reserved cart", err, tandem.EINVALID)
+	if n != 0 {
+		f.t.Errorf("Tombstone refused: recorded %d carts, want 0", n)
+	}
+	f.getFails("t-ok", tandem.ENOTFOUND)
+
+	n, err = ts.Tombstone(f.ctx, []tandem.Reservation{
+		ended("t-sold", tandem.StatusClaimed, two),
+		ended("t-gone", tandem.StatusReleased, two),
+		ended("t-late", tandem.StatusExpired, two),
+		ended("t-known", tandem.StatusClaimed, one),
+	})
+	if err != nil || n != 3 {
+		f.t.Fatalf("Tombstone: got %d, %v, want 3 recorded", n, err)
+	}
+	f.counters(1, 1, 10, 1)
+	f.get("t-sold", tandem.StatusClaimed, two)
+	f.get("t-gone", tandem.StatusReleased, two)
+	f.get("t-late", tandem.StatusExpired, two)
+	f.get("t-known", tandem.StatusReserved, one)
+	for _, token := range []string{"t-sold", "t-gone", "t-late"} {
+		f.reserveFails(f.request(token, time.Minute, line(1, 2, 1)), tandem.ECONFLICT)
+	}
+	f.claim("t-sold", true, two)
+	f.claimFails("t-gone", tandem.EGONE)
+	f.counters(1, 1, 10, 1)
+	if n, err := ts.Tombstone(f.ctx, []tandem.Reservation{ended("t-sold", tandem.StatusClaimed, two)}); err != nil || n != 0 {
+		f.t.Errorf("Tombstone again: got %d, %v, want 0 recorded (known)", n, err)
+	}
+	f.release("t-known", false, one)
+	f.counters(1, 1, 10, 0)
 }
 
 // allOrNothing: a cart with a line that can't be covered holds nothing,

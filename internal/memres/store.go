@@ -450,6 +450,11 @@ func (Solo) Discard(context.Context, int64, string) error { return soloErr("disc
 // End implements tandem.Ender: EUNAVAILABLE.
 func (Solo) End(context.Context, tandem.Reservation) error { return soloErr("end") }
 
+// Tombstone implements tandem.Tombstoner: EUNAVAILABLE.
+func (Solo) Tombstone(context.Context, []tandem.Reservation) (int, error) {
+	return 0, soloErr("tombstone")
+}
+
 // FollowOnHand implements tandem.Follower: EUNAVAILABLE.
 func (Solo) FollowOnHand(context.Context, tandem.Key, int64, int64) (*tandem.Counters, error) {
 	return nil, soloErr("follow on_hand")
