@@ -48,14 +48,18 @@ var errNotOpen = tandem.Errorf(tandem.EUNAVAILABLE, "mysql store is not open")
 
 // withTx runs fn in a transaction on one connection of the READ COMMITTED
 // pool and commits it; fn's error (or a failed commit) rolls it back. A
-// deadlock or lock-wait timeout reruns fn from the start (mysqlx.Retry), so
-// fn must not keep state across attempts except what it returns. The time
-// the connection is held is observed under tag.
+// deadlock or lock-wait timeout reruns fn from the start, and so does, once
+// and on a fresh connection, a connection that broke under it
+// (mysqlx.RetryIdempotent): every flow of this store is keyed (a cart by
+// its token and request, a claim by its record, a count set whole), so a
+// rerun after an unknown outcome finds what the first run did. fn must
+// not keep state across attempts except what it returns. The time the
+// connection is held is observed under tag.
 func (s *Store) withTx(ctx context.Context, tag string, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return errNotOpen
 	}
-	err := mysqlx.Retry(ctx, func() error { return s.txOnce(ctx, tag, fn) }, func(attempt int, err error) {
+	err := mysqlx.RetryIdempotent(ctx, func() error { return s.txOnce(ctx, tag, fn) }, func(attempt int, err error) {
 		s.metrics.retry(tag)
 		s.Logger.Debug("retrying transaction", zap.String("conn_tag", tag), zap.Int("attempt", attempt), zap.Error(err))
 	})
@@ -160,7 +164,7 @@ func (s *Store) withBatchTx(ctx context.Context, tag string, fn func(b *batchTx)
 	if s.db == nil {
 		return errNotOpen
 	}
-	err := mysqlx.Retry(ctx, func() error { return s.batchOnce(ctx, tag, fn) }, func(int, error) { s.metrics.retry(tag) })
+	err := mysqlx.RetryIdempotent(ctx, func() error { return s.batchOnce(ctx, tag, fn) }, func(int, error) { s.metrics.retry(tag) })
 	return translate(tag, err)
 }
 

@@ -6,6 +6,7 @@ package faultproxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -27,6 +28,23 @@ type Proxy struct {
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	Accepts atomic.Int64 // connections accepted so far
+
+	logf atomic.Pointer[func(format string, args ...any)]
+}
+
+// SetLogf makes the proxy tell logf what becomes of each connection
+// (refused, cut, its server, each direction's end), by the client's port.
+func (p *Proxy) SetLogf(logf func(format string, args ...any)) { p.logf.Store(&logf) }
+
+func (p *Proxy) log(format string, args ...any) {
+	if f := p.logf.Load(); f != nil {
+		(*f)(format, args...)
+	}
+}
+
+func port(c net.Conn) string {
+	_, port, _ := net.SplitHostPort(c.RemoteAddr().String())
+	return port
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of target.
@@ -63,6 +81,7 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
+		p.log("cut %s", c.RemoteAddr())
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // RST, not FIN
 		}
@@ -117,6 +136,7 @@ func (p *Proxy) accept() {
 		}
 		p.Accepts.Add(1)
 		if !p.admit(c) {
+			p.log("refused %s", port(c))
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
@@ -145,14 +165,17 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	server, err := p.dial("tcp", p.target, 5*time.Second)
 	if err != nil {
+		p.log("client %s: dial: %v", port(client), err)
 		p.untrack(client)
 		client.Close()
 		return
 	}
 	if !p.trackServer(client, server) {
+		p.log("client %s: cut while dialing", port(client))
 		server.Close() // the client was cut while dialing
 		return
 	}
+	p.log("client %s: server %s", port(client), server.LocalAddr())
 	defer func() {
 		p.untrack(client)
 		p.untrack(server)
@@ -160,8 +183,8 @@ func (p *Proxy) serve(client net.Conn) {
 		server.Close()
 	}()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client); done <- struct{}{} }()
-	go func() { p.pipe(client, server); done <- struct{}{} }()
+	go func() { p.log("client %s: to server ended: %v", port(client), p.pipe(server, client)); done <- struct{}{} }()
+	go func() { p.log("client %s: to client ended: %v", port(client), p.pipe(client, server)); done <- struct{}{} }()
 	<-done
 	client.Close()
 	server.Close()
@@ -176,8 +199,9 @@ type chunk struct {
 // pipe copies src to dst, holding each chunk until its delay has passed
 // (to within tens of microseconds on Linux: preciseWaiter); chunks stay in
 // order and the delay is pipelined, not added per chunk.
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) error {
 	queue := make(chan chunk, 1024)
+	var readErr error
 	go func() {
 		defer close(queue)
 		// One read buffer; each chunk keeps a copy of just what was read
@@ -189,6 +213,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 				queue <- chunk{at: time.Now().Add(time.Duration(p.delay.Load())), data: slices.Clone(buf[:n])}
 			}
 			if err != nil {
+				readErr = err
 				return
 			}
 		}
@@ -207,12 +232,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			src.Close()
 			for range queue { // drain so the reader can exit
 			}
-			return
+			return fmt.Errorf("write: %w", err)
 		}
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
+	return fmt.Errorf("read: %w", readErr) // the queue is closed: readErr is set
 }
 
 // ErrClosed is returned by operations on a closed proxy.

@@ -32,6 +32,7 @@ type CommitCutter struct {
 	mu        sync.Mutex
 	armedTag  string
 	delivered bool
+	left      int // COMMITs still to cut
 	conns     map[net.Conn]struct{}
 
 	wg     sync.WaitGroup
@@ -63,10 +64,14 @@ func (c *CommitCutter) Addr() string { return c.ln.Addr().String() }
 // COMMIT and only its answer is lost: the client is reset once the server
 // has answered the whole batch, so it cannot retry before the COMMIT ran;
 // without, the COMMIT never reaches the server. Arm replaces an earlier arming that has not fired.
-func (c *CommitCutter) Arm(tag string, delivered bool) {
+func (c *CommitCutter) Arm(tag string, delivered bool) { c.ArmTimes(tag, delivered, 1) }
+
+// ArmTimes is Arm for the next n such COMMITs (a store that reruns a
+// transaction whose connection broke sends a second one).
+func (c *CommitCutter) ArmTimes(tag string, delivered bool, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.armedTag, c.delivered = tag, delivered
+	c.armedTag, c.delivered, c.left = tag, delivered, n
 }
 
 // Armed reports whether an arming is still waiting for its COMMIT.
@@ -106,7 +111,9 @@ func (c *CommitCutter) fire(txText []string) (cut, delivered bool) {
 	marker := "conn_tag='" + c.armedTag
 	for _, q := range txText {
 		if strings.Contains(q, marker) {
-			c.armedTag = ""
+			if c.left--; c.left <= 0 {
+				c.armedTag = ""
+			}
 			c.cuts.Add(1)
 			return true, c.delivered
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -43,6 +45,37 @@ func TestRetry(t *testing.T) {
 		err := mysqlx.Retry(context.Background(), func() error { calls++; return other }, nil)
 		if !errors.Is(err, other) || calls != 1 {
 			t.Errorf("got %v after %d calls, want the error after 1", err, calls)
+		}
+	})
+
+	t.Run("IdempotentRerunsALostConnectionOnce", func(t *testing.T) {
+		for _, lost := range []error{mysql.ErrInvalidConn, fmt.Errorf("write: %w", syscall.ECONNRESET), io.ErrUnexpectedEOF} {
+			calls := 0
+			err := mysqlx.RetryIdempotent(context.Background(), func() error {
+				calls++
+				if calls == 1 {
+					return lost
+				}
+				return nil
+			}, nil)
+			if err != nil || calls != 2 {
+				t.Errorf("%v: got %v after %d calls, want nil after 2", lost, err, calls)
+			}
+			calls = 0
+			err = mysqlx.RetryIdempotent(context.Background(), func() error { calls++; return lost }, nil)
+			if !errors.Is(err, lost) || calls != 2 {
+				t.Errorf("%v twice: got %v after %d calls, want it after 2", lost, err, calls)
+			}
+			calls = 0
+			err = mysqlx.Retry(context.Background(), func() error { calls++; return lost }, nil)
+			if !errors.Is(err, lost) || calls != 1 {
+				t.Errorf("%v without RetryIdempotent: got %v after %d calls, want it after 1", lost, err, calls)
+			}
+		}
+		calls := 0
+		refused := fmt.Errorf("dial: %w", syscall.ECONNREFUSED)
+		if err := mysqlx.RetryIdempotent(context.Background(), func() error { calls++; return refused }, nil); !errors.Is(err, refused) || calls != 1 {
+			t.Errorf("refused: got %v after %d calls, want it after 1", err, calls)
 		}
 	})
 

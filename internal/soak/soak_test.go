@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -130,7 +131,9 @@ type soakPod struct {
 	rdb    *redis.Client
 	dsn    string // the pod's database, straight to the server
 	my, rd *faultproxy.Proxy
-	modes  *modes
+	// proxyLog keeps the MySQL proxy's last connection events.
+	proxyLog *tailWriter
+	modes    *modes
 	kill   *kill
 
 	// gate pauses the pod's buyer traffic: every buyer call holds it for
@@ -197,6 +200,9 @@ func mustOpenPod(t *testing.T, idx int, dsn, prefix string, mode tandem.Mode, re
 	if p.my, err = faultproxy.Listen(cfg.Addr); err != nil {
 		t.Fatal(err)
 	}
+	p.proxyLog = &tailWriter{max: 20000}
+	plog := log.New(p.proxyLog, "", log.Ltime|log.Lmicroseconds)
+	p.my.SetLogf(plog.Printf)
 	if p.rd, err = faultproxy.Listen(testenv.RedisAddr()); err != nil {
 		t.Fatal(err)
 	}
@@ -806,7 +812,30 @@ func TestSoak(t *testing.T) {
 			r.eventsMu.Lock()
 			t.Logf("chaos timeline:\n  %s", strings.Join(r.events, "\n  "))
 			r.eventsMu.Unlock()
-			t.Logf("the MySQL driver's last %d log lines:\n  %s", driverLog.max, strings.Join(driverLog.lines(), "\n  "))
+			lines := driverLog.lines()
+			t.Logf("the MySQL driver's last %d log lines:\n  %s", driverLog.max, strings.Join(lines, "\n  "))
+			// What the pods' MySQL proxies saw of the connections those
+			// lines name.
+			ports := map[string]bool{}
+			for _, l := range lines {
+				if m := clientPort.FindStringSubmatch(l); m != nil {
+					ports[m[1]] = true
+				}
+			}
+			for _, p := range r.pods {
+				var seen []string
+				for _, l := range p.proxyLog.lines() {
+					for port := range ports {
+						if strings.Contains(l, " "+port+":") || strings.Contains(l, " "+port+" ") || strings.HasSuffix(l, " "+port) || strings.Contains(l, ":"+port+" ") || strings.HasSuffix(l, ":"+port) {
+							seen = append(seen, l)
+							break
+						}
+					}
+				}
+				if len(seen) > 0 {
+					t.Logf("pod %s's MySQL proxy on those connections:\n  %s", p.name, strings.Join(seen, "\n  "))
+				}
+			}
 		}
 	}()
 
@@ -973,3 +1002,6 @@ func (w *tailWriter) lines() []string {
 	defer w.mu.Unlock()
 	return slices.Clone(w.tail)
 }
+
+// clientPort finds the client's port in a driver log line.
+var clientPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)->`)
