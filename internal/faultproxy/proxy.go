@@ -183,8 +183,14 @@ func (p *Proxy) serve(client net.Conn) {
 		server.Close()
 	}()
 	done := make(chan struct{}, 2)
-	go func() { p.log("client %s: to server ended: %v", port(client), p.pipe(server, client)); done <- struct{}{} }()
-	go func() { p.log("client %s: to client ended: %v", port(client), p.pipe(client, server)); done <- struct{}{} }()
+	go func() {
+		p.log("client %s: to server ended: %v", port(client), p.pipe(server, client))
+		done <- struct{}{}
+	}()
+	go func() {
+		p.log("client %s: to client ended: %v", port(client), p.pipe(client, server))
+		done <- struct{}{}
+	}()
 	<-done
 	client.Close()
 	server.Close()

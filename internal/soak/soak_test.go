@@ -134,7 +134,7 @@ type soakPod struct {
 	// proxyLog keeps the MySQL proxy's last connection events.
 	proxyLog *tailWriter
 	modes    *modes
-	kill   *kill
+	kill     *kill
 
 	// gate pauses the pod's buyer traffic: every buyer call holds it for
 	// reading, and the chaos that needs the pod at rest takes it.
