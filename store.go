@@ -117,9 +117,11 @@ type Ender interface {
 	// to stock and takes that status, and a cart it never saw is recorded
 	// with that status and ended's lines without touching stock (a
 	// tombstone: a later reserve of the token is a conflict). A cart it
-	// already knows as released or expired is left as it is. Returns
-	// ECONFLICT for a claimed cart (or one being claimed), EINVALID for
-	// another status or a cart without lines.
+	// already knows as released or expired keeps its status. Either way
+	// the cart shows ended's lines from then on: the store may have held
+	// it in other groups, and its replays must answer what the buyer was
+	// answered. Returns ECONFLICT for a claimed cart (or one being
+	// claimed), EINVALID for another status or a cart without lines.
 	End(ctx context.Context, ended Reservation) error
 }
 
@@ -180,7 +182,9 @@ type ClaimSettler interface {
 	// lines: a hold it has is settled as by Claim; otherwise the lines
 	// leave its sellable count (if it keeps its own) and the cart is
 	// recorded as claimed, so that a later reserve of the token is a
-	// conflict. The ledger is not written. Idempotent per cart.
+	// conflict. The ledger is not written. The cart shows claimed's lines
+	// from then on (the store may have held it in other groups),
+	// whatever it showed before. Idempotent per cart.
 	SettleClaim(ctx context.Context, claimed Reservation) error
 }
 

@@ -55,7 +55,7 @@ func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tande
 	case want.Status == tandem.StatusReserved:
 		return rp.convergeHeld(ctx, ck, from, to, want, have)
 	default: // claimed
-		if have != nil && have.Status == tandem.StatusClaimed {
+		if have != nil && have.Status == tandem.StatusClaimed && sameLines(want.Lines, have.Lines) {
 			return ConvergeEqual, nil
 		}
 		return rp.settleSold(ctx, ck, to, want, have)
@@ -65,9 +65,10 @@ func (rp *repairer) convergeCart(ctx context.Context, ck cartKey, from, to tande
 // convergeEnded converges a cart from released or expired: to holds
 // nothing for it, and knows it as ended too (a tombstone where it never
 // saw it), so that it never reserves the token again once it answers the
-// buyer.
+// buyer, with from's lines (to may have held it in other groups), so that
+// its replays answer what the buyer was answered.
 func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, want, have *tandem.Reservation) (ConvergeResult, error) {
-	if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) {
+	if have != nil && (have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired) && sameLines(want.Lines, have.Lines) {
 		return ConvergeEqual, nil
 	}
 	if have != nil && have.Status == tandem.StatusClaimed {
@@ -154,7 +155,7 @@ func (rp *repairer) settleSold(ctx context.Context, ck cartKey, to tandem.Shadow
 			return ConvergeFailed, err
 		}
 	}
-	if have != nil && have.Status == tandem.StatusClaimed {
+	if have != nil && have.Status == tandem.StatusClaimed && sameLines(want.Lines, have.Lines) {
 		return ConvergeEqual, nil
 	}
 	if have != nil && have.Status == tandem.StatusReserved && sameLines(want.Lines, have.Lines) {

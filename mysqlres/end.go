@@ -51,9 +51,13 @@ func (s *Store) End(ctx context.Context, ended tandem.Reservation) error {
 			if err := markSettled(ctx, tx, tagRepair, shopID, token, ended.Status, now); err != nil {
 				return err
 			}
+			if err := relabel(ctx, tx, tagRepair, shopID, token, r.lines, ended.Lines); err != nil {
+				return err
+			}
 			return s.settle(ctx, tx, tagRepair, lineQuantities(shopID, r.lines), nil, now)
 		}
-		return nil // released or expired already
+		// Released or expired already: it shows the lines it ended with.
+		return relabel(ctx, tx, tagRepair, shopID, token, r.lines, ended.Lines)
 	})
 }
 
@@ -156,7 +160,7 @@ func (s *Store) SettleClaim(ctx context.Context, claimed tandem.Reservation) err
 			return err
 		}
 		if r != nil && r.status == tandem.StatusClaimed {
-			return nil
+			return relabel(ctx, tx, tagRepair, shopID, token, r.lines, claimed.Lines)
 		}
 		fresh, err := recordClaim(ctx, tx, tagRepair, shopID, token, now)
 		if err != nil {
@@ -175,9 +179,15 @@ func (s *Store) SettleClaim(ctx context.Context, claimed tandem.Reservation) err
 			if err := markSettled(ctx, tx, tagRepair, shopID, token, tandem.StatusClaimed, now); err != nil {
 				return err
 			}
+			if err := relabel(ctx, tx, tagRepair, shopID, token, r.lines, claimed.Lines); err != nil {
+				return err
+			}
 			return s.settle(ctx, tx, tagRepair, lineQuantities(shopID, r.lines), nil, now)
 		}
 		// Released or expired here: its units are back already.
-		return markSettled(ctx, tx, tagRepair, shopID, token, tandem.StatusClaimed, now)
+		if err := markSettled(ctx, tx, tagRepair, shopID, token, tandem.StatusClaimed, now); err != nil {
+			return err
+		}
+		return relabel(ctx, tx, tagRepair, shopID, token, r.lines, claimed.Lines)
 	})
 }

@@ -109,6 +109,9 @@ func (l *ledger) DeductCart(ctx context.Context, shopID int64, cartToken string,
 			if err := markSettled(ctx, tx, tagLedger, shopID, cartToken, tandem.StatusClaimed, now); err != nil {
 				return err
 			}
+			if err := relabel(ctx, tx, tagLedger, shopID, cartToken, r.lines, lines); err != nil {
+				return err
+			}
 			held = lineQuantities(shopID, r.lines)
 		}
 		return s.settle(ctx, tx, tagLedger, held, lineQuantities(shopID, lines), now)

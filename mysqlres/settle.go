@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ const (
 	lockReservationSQL = loadReservationSQL + " FOR UPDATE"
 	setStatusSQL       = "/* conn_tag='%s' */ UPDATE reservations SET status = ?, updated_at = ? WHERE shop_id = ? AND cart_token = ?"
 	unholdLinesSQL     = "/* conn_tag='%s' */ UPDATE reservation_lines SET held = 0 WHERE shop_id = ? AND cart_token = ?"
+	deleteLinesSQL     = "/* conn_tag='%s' */ DELETE FROM reservation_lines WHERE shop_id = ? AND cart_token = ?"
 	insertClaimSQL     = "/* conn_tag='%s' */ INSERT INTO claims (shop_id, cart_token, claimed_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE shop_id = shop_id"
 	dueReservationsSQL = "/* conn_tag='expire' */ SELECT shop_id, cart_token FROM reservations WHERE status = 'reserved' AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
 	dueLinesSQL        = "/* conn_tag='expire' */ SELECT shop_id, inventory_item_id, inventory_group_id, quantity FROM reservation_lines WHERE held = 1 AND (%s)"
@@ -208,6 +210,34 @@ func markSettled(ctx context.Context, tx *sql.Tx, tag string, shopID int64, toke
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(unholdLinesSQL, tag), shopID, token); err != nil {
 		return fmt.Errorf("release lines: %w", err)
+	}
+	return nil
+}
+
+// relabel makes a settled cart's lines claimed's when its own differ: this
+// store held the cart in other groups than the store that sold it (a
+// location the convergence had not fixed yet). Its own units are back
+// already (settle); what it shows of the sale, to a repeated claim after a
+// flip, must be what was sold.
+func relabel(ctx context.Context, tx *sql.Tx, tag string, shopID int64, token string, own, claimed []tandem.Line) error {
+	if len(claimed) == 0 || slices.Equal(own, claimed) {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(deleteLinesSQL, tag), shopID, token); err != nil {
+		return fmt.Errorf("relabel lines: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString(endLinesSQL)
+	args := make([]any, 0, 6*len(claimed))
+	for i, l := range claimed {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(endLineValues)
+		args = append(args, shopID, token, i, l.ItemID, l.GroupID, l.Quantity)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("relabel lines: %w", err)
 	}
 	return nil
 }

@@ -47,11 +47,13 @@ return {c[1] or '0', c[2] or '0'}
 // claimed lines. ARGV[1] token, ARGV[2] the claimed lines, ARGV[3]
 // retention_ms, ARGV[4] expires_at_ms.
 //
-// Answers {'settled'}, {'replay'} (claimed before) or {'held'} (the cart
-// is held here: the caller claims it instead).
+// Answers {'settled'}, {'replay'} (claimed before; it shows the claimed
+// lines from now on) or {'held'} (the cart is held here: the caller claims
+// it instead).
 const settleClaimSrc = `
 local st = redis.call('HGET', KEYS[1], 'status')
 if st == 'claimed' then
+  redis.call('HSET', KEYS[1], 'lines', ARGV[2])
   return {'replay'}
 end
 if st == 'reserved' or st == 'claiming' then

@@ -17,7 +17,9 @@ var _ tandem.Ender = (*Store)(nil)
 // hold Redis has returns its units to its counters and takes that status,
 // and a cart Redis never saw is written with that status and the given
 // lines, touching no counter (a tombstone: the reserve script answers a
-// conflict for it). A terminal cart is left as it is.
+// conflict for it). A released or expired cart keeps its status. Either
+// way the cart shows the given lines: Redis may have held it in other
+// groups than the store that ended it, and a replay must show those.
 //
 // KEYS[1] cart, KEYS[2] shop expiry zset, KEYS[3..] the counters of the
 // lines the caller read (none when it read no cart). ARGV[1] token,
@@ -44,10 +46,11 @@ if cart[1] == 'claimed' or cart[1] == 'claiming' then
   return {'claimed'}
 end
 if cart[1] ~= 'reserved' then
+  redis.call('HSET', KEYS[1], 'lines', ARGV[4])
   return {'ended'}
 end
 unhold(cart[2])
-redis.call('HSET', KEYS[1], 'status', ARGV[3])
+redis.call('HSET', KEYS[1], 'status', ARGV[3], 'lines', ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {'ended'}

@@ -27,6 +27,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"ReserveFinishedToken", reserveFinishedToken},
 		{"EndRecordsEndedCart", endRecordsEndedCart},
 		{"TombstoneRecordsUnknownCarts", tombstoneRecordsUnknownCarts},
+		{"EndShowsTheEndersLines", endShowsTheEndersLines},
 		{"AllOrNothing", allOrNothing},
 		{"GroupPreference", groupPreference},
 		{"ErrInvalid", errInvalid},
@@ -321,6 +322,43 @@ func tombstoneRecordsUnknownCarts(f *fixture) {
 	}
 	f.release("t-known", false, one)
 	f.counters(1, 1, 10, 0)
+}
+
+// endShowsTheEndersLines: a store that held a cart in other groups than
+// the store that ended it (a location not converged yet) returns its own
+// units, and from then on shows the ender's lines, so that a replay after
+// a flip answers what the buyer was answered; the same for a cart it has
+// ended already.
+func endShowsTheEndersLines(f *fixture) {
+	e, ok := f.s.(tandem.Ender)
+	if !ok {
+		f.t.Skipf("%s records no ended cart (not a tandem.Ender)", f.s.Name())
+	}
+	f.stock(1, 1, 5)
+	f.stock(1, 2, 5)
+	mine := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1}
+	theirs := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 2}
+	end := func(token string, lines ...tandem.Line) {
+		f.t.Helper()
+		if err := e.End(f.ctx, tandem.Reservation{ShopID: f.shop, CartToken: token, Status: tandem.StatusReleased,
+			ExpiresAt: f.c.Now().Add(time.Minute), Lines: lines}); err != nil {
+			f.t.Fatalf("End(cart %q): %v", token, err)
+		}
+	}
+	f.reserve(f.request("t-moved", time.Minute, line(1, 2, 1)), mine)
+	f.counters(1, 1, 5, 2)
+	end("t-moved", theirs)
+	f.get("t-moved", tandem.StatusReleased, theirs)
+	f.counters(1, 1, 5, 0)
+	f.counters(1, 2, 5, 0)
+	f.release("t-moved", true, theirs)
+
+	f.reserve(f.request("t-gone", time.Minute, line(1, 2, 1)), mine)
+	f.release("t-gone", false, mine)
+	end("t-gone", theirs)
+	f.get("t-gone", tandem.StatusReleased, theirs)
+	f.counters(1, 1, 5, 0)
+	f.counters(1, 2, 5, 0)
 }
 
 // allOrNothing: a cart with a line that can't be covered holds nothing,
