@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -140,6 +141,10 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 	if testHookRebuildDropped != nil {
 		testHookRebuildDropped(shop)
 	}
+	holds, err = s.dropClaimed(ctx, tx, shop, holds, now)
+	if err != nil {
+		return 0, err
+	}
 	held := map[tandem.Key]int64{}
 	for _, h := range holds {
 		for k, q := range lineQuantities(h.ShopID, h.Lines) {
@@ -191,6 +196,69 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 		}
 	}
 	return len(onHand) + len(held) - countKnown(held, onHand), nil
+}
+
+// claimedOfSQL reads which of a shop's carts the ledger records as
+// claimed, locking what it finds: a claim committing meanwhile either
+// came first (it is seen) or waits for this rebuild's ledger locks and
+// deadlocks with this read (one of the two is rerun).
+const claimedOfSQL = "/* conn_tag='rebuild' */ SELECT cart_token FROM claims WHERE shop_id = ? AND cart_token IN (%s) LOCK IN SHARE MODE"
+
+// dropClaimed returns holds less those the ledger records as claimed, and
+// records those as claimed, touching no stock: the source read them while
+// they were held, and they were sold before this copy was written (their
+// claim already lowered the ledger). Written as holds, a claimed cart
+// would hold units here that were sold, and show as reserved once this
+// store is the source of truth.
+func (s *Store) dropClaimed(ctx context.Context, tx *sql.Tx, shop int64, holds []tandem.Reservation, now time.Time) ([]tandem.Reservation, error) {
+	claimed := map[string]bool{}
+	for part := range slices.Chunk(holds, 500) {
+		args := make([]any, 0, 1+len(part))
+		args = append(args, shop)
+		for _, h := range part {
+			args = append(args, h.CartToken)
+		}
+		q := fmt.Sprintf(claimedOfSQL, strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", "))
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild shop %d: read claims: %w", shop, err)
+		}
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("rebuild shop %d: read claims: %w", shop, err)
+			}
+			claimed[t] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("rebuild shop %d: read claims: %w", shop, err)
+		}
+	}
+	if len(claimed) == 0 {
+		return holds, nil
+	}
+	kept := make([]tandem.Reservation, 0, len(holds)-len(claimed))
+	for _, h := range holds {
+		if !claimed[h.CartToken] {
+			kept = append(kept, h)
+			continue
+		}
+		r, err := loadReservation(ctx, tx, tagRebuild, shop, h.CartToken, true)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			continue // known here (claimed, or ended): left as it is
+		}
+		sold := h
+		sold.Status = tandem.StatusClaimed
+		if err := insertEnded(ctx, tx, sold, now); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
 }
 
 func countKnown(held, onHand map[tandem.Key]int64) int {
@@ -251,12 +319,8 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 		}
 	}
 	now := s.Now().UTC()
-	held := map[tandem.Key]int64{}
-	for _, h := range holds {
-		for k, q := range lineQuantities(h.ShopID, h.Lines) {
-			held[k] += q
-		}
-	}
+	given := holds
+	var held map[tandem.Key]int64
 	var positions int
 	err := s.withTx(ctx, tagRebuild, func(tx *sql.Tx) error {
 		known := map[tandem.Key]bool{}
@@ -291,6 +355,25 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 			}
 			if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildResetSQL, filter[i]), append([]any{now}, fargs[i]...)...); err != nil {
 				return fmt.Errorf("rebuild: %w", err)
+			}
+		}
+		// Holds the ledger records as claimed become claimed carts here.
+		byShop := map[int64][]tandem.Reservation{}
+		for _, h := range given {
+			byShop[h.ShopID] = append(byShop[h.ShopID], h)
+		}
+		holds = holds[:0:0]
+		for _, shop := range slices.Sorted(maps.Keys(byShop)) {
+			kept, err := s.dropClaimed(ctx, tx, shop, byShop[shop], now)
+			if err != nil {
+				return err
+			}
+			holds = append(holds, kept...)
+		}
+		held = map[tandem.Key]int64{}
+		for _, h := range holds {
+			for k, q := range lineQuantities(h.ShopID, h.Lines) {
+				held[k] += q
 			}
 		}
 		for _, k := range sortKeys(mapKeys(held)) {
