@@ -74,18 +74,27 @@ func insertEnded(ctx context.Context, tx *sql.Tx, ended tandem.Reservation, now 
 	if err != nil {
 		return fmt.Errorf("end: insert header: %w", err)
 	}
+	if err := insertUnheldLines(ctx, tx, ended.ShopID, ended.CartToken, ended.Lines); err != nil {
+		return fmt.Errorf("end: %w", err)
+	}
+	return nil
+}
+
+// insertUnheldLines writes a cart's lines, held by nothing (they record
+// what the cart held where it ended).
+func insertUnheldLines(ctx context.Context, tx *sql.Tx, shopID int64, token string, lines []tandem.Line) error {
 	var b strings.Builder
 	b.WriteString(endLinesSQL)
-	args := make([]any, 0, 6*len(ended.Lines))
-	for i, l := range ended.Lines {
+	args := make([]any, 0, 6*len(lines))
+	for i, l := range lines {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(endLineValues)
-		args = append(args, ended.ShopID, ended.CartToken, i, l.ItemID, l.GroupID, l.Quantity)
+		args = append(args, shopID, token, i, l.ItemID, l.GroupID, l.Quantity)
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("end: insert lines: %w", err)
+		return fmt.Errorf("insert lines: %w", err)
 	}
 	return nil
 }

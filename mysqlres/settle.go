@@ -226,18 +226,8 @@ func relabel(ctx context.Context, tx *sql.Tx, tag string, shopID int64, token st
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(deleteLinesSQL, tag), shopID, token); err != nil {
 		return fmt.Errorf("relabel lines: %w", err)
 	}
-	var b strings.Builder
-	b.WriteString(endLinesSQL)
-	args := make([]any, 0, 6*len(claimed))
-	for i, l := range claimed {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(endLineValues)
-		args = append(args, shopID, token, i, l.ItemID, l.GroupID, l.Quantity)
-	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("relabel lines: %w", err)
+	if err := insertUnheldLines(ctx, tx, shopID, token, claimed); err != nil {
+		return fmt.Errorf("relabel: %w", err)
 	}
 	return nil
 }
