@@ -191,7 +191,11 @@ const activeHoldsPage = 1000
 // converges per cart; a resync runs on a pod at rest); a hold that ends
 // meanwhile may be left out, one that starts may be.
 func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
-	var out []tandem.Reservation
+	// The pages are kept and joined once: a pod's listing is hundreds of
+	// thousands of holds, and growing one slice page by page copies it
+	// over and over.
+	var pages [][]tandem.Reservation
+	n := 0
 	var after *holdsCursor
 	for {
 		start := time.Now()
@@ -199,7 +203,7 @@ func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
+		pages, n = append(pages, page), n+len(page)
 		if last == nil {
 			break
 		}
@@ -207,6 +211,10 @@ func (s *Store) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 		if err := tandem.Pace(ctx, start); err != nil {
 			return nil, translate(tagAudit, err)
 		}
+	}
+	out := make([]tandem.Reservation, 0, n)
+	for _, page := range pages {
+		out = append(out, page...)
 	}
 	slices.SortStableFunc(out, func(a, b tandem.Reservation) int {
 		if a.ShopID != b.ShopID {

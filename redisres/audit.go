@@ -378,6 +378,7 @@ func (s *Store) shopHolds(ctx context.Context, shops []int64) (res []tandem.Rese
 	if err != nil {
 		return nil, err
 	}
+	res = make([]tandem.Reservation, 0, len(listed))
 	for i, sc := range listed {
 		c := carts[i]
 		if c == nil || c.status != statusReserved && c.status != statusClaiming {

@@ -39,6 +39,9 @@ type Backfill struct {
 	// MaxBuyerP99, when set, replaces the throttle's default limit on the
 	// buyers' p99 (throttle.max_buyer_p99).
 	MaxBuyerP99 time.Duration
+	// BatchHolds and Workers, when set, replace the copy's defaults
+	// (backfill.batch_holds, backfill.workers).
+	BatchHolds, Workers int
 	// Audit, after the copy, audits the pod in shadow while buyers run
 	// (AuditResult).
 	Audit bool
@@ -269,6 +272,7 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 		return res, err
 	}
 	defer s.close()
+	s.router.BackfillBatch, s.router.BackfillWorkers = b.BatchHolds, b.Workers
 	if err := b.legacyHolds(ctx, s, progress); err != nil {
 		return res, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -47,20 +48,13 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cli.ParseArgs(fs, args, benchEngineSynopsis, benchEngineSummary, stdout); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	b := bench.Engine{Items: *items, CartSize: *cartSize, Duration: *dur, MySQLLatency: *lat,
 		MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, *rcluster), Shops: *shops, PoolCap: *poolCap, MaxConns: *maxConns, MaxInflight: *maxInflight}
-	var err error
 	if b.Concurrency, err = parseInts(*conc); err != nil {
 		fmt.Fprintln(stderr, "--concurrency:", err)
 		return cli.ErrUsage
@@ -96,4 +90,38 @@ func startBenchRun(sub string, args []string) *bench.RunInfo {
 func endBenchRun(run *bench.RunInfo, progress io.Writer) {
 	run.End()
 	fmt.Fprintf(progress, "bench: load average (1 min) %.2f at the start, %.2f at the end, %d CPUs\n", run.Load1Start, run.Load1End, run.CPUs)
+}
+
+// startCPUProfile writes a CPU profile of the run to path until stop is
+// called; nothing when path is empty.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startTrace writes an execution trace of the run to path until stop is
+// called; nothing when path is empty.
+func startTrace(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
 }

@@ -34,16 +34,30 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	js := fs.Bool("json", false, "print JSON")
 	throttled := fs.Bool("throttle", true, "run the copy under the pod's default throttle, as serve does (--throttle=false: none)")
 	maxP99 := fs.Duration("max-buyer-p99", 0, "the throttle's limit on the buyers' p99 (default: throttle.max_buyer_p99's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (buyers, router, copy and driver) to this `FILE`")
+	batch := fs.Int("batch-holds", 0, "holds per copy transaction, as backfill.batch_holds (0: its default)")
+	workers := fs.Int("workers", 0, "copy batches at once, as backfill.workers (0: its default)")
+	traceFile := fs.String("trace", "", "write an execution trace of the whole run to this `FILE` (go tool trace)")
 	audit := fs.Bool("audit", false, "after the copy, audit the pod in shadow: quiet (time, rows examined per hold), then under the buyers (their p99)")
 	if err := cli.ParseArgs(fs, args, benchBackfillSynopsis, benchBackfillSummary, stdout); err != nil {
 		return err
 	}
-	if *holds < 1 || *shops < 1 || *rate < 0 || *warmup <= 0 {
-		fmt.Fprintln(stderr, "--holds, --shops and --warmup must be positive, --rate at least 0")
+	if *holds < 1 || *shops < 1 || *rate < 0 || *warmup <= 0 || *batch < 0 || *workers < 0 {
+		fmt.Fprintln(stderr, "--holds, --shops and --warmup must be positive, --rate, --batch-holds and --workers at least 0")
 		return cli.ErrUsage
 	}
 	b := bench.Backfill{Holds: *holds, Shops: *shops, Rate: *rate, Warmup: *warmup, MySQLDSN: *dsn, Redis: bench.NewRedis(*raddr, ""),
-		NoThrottle: !*throttled, Audit: *audit, MaxBuyerP99: *maxP99}
+		NoThrottle: !*throttled, Audit: *audit, MaxBuyerP99: *maxP99, BatchHolds: *batch, Workers: *workers}
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	stopTrace, err := startTrace(*traceFile)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	run := startBenchRun("backfill", args)
 	res, err := b.Run(ctx, stderr)
 	if err != nil {
