@@ -68,7 +68,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--log-level", "loud"}, "tandem: serve: --log-level must be debug, info, warn or error, got \"loud\"\nusage: tandem serve"},
 		{[]string{"serve", "--config", "/nonexistent.yaml", "--log-format", "xml"}, `tandem: serve: --log-format must be json or console, got "xml"`},
 		{[]string{"migrate"}, "tandem: migrate: --config is required\nusage: tandem migrate --config FILE"},
-		{[]string{"bench"}, "tandem: bench: want engine, http, backfill or report"},
+		{[]string{"bench"}, "tandem: bench: want engine, http, backfill, plan or report"},
 		{[]string{"bench", "disk"}, `tandem: bench: unknown benchmark "disk"`},
 		{[]string{"bench", "http", "--rate", "fast"}, "tandem: bench http: invalid value \"fast\" for flag -rate"},
 		{[]string{"version", "now"}, `tandem: version: unexpected argument "now"`},

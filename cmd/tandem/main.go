@@ -34,6 +34,9 @@ const usage = `usage:
                     (kill switch propagation between two in-process instances)
   tandem bench backfill [--holds 50000] [--shops 200] [--rate 400] [--warmup 2s] [--mysql-dsn DSN]
                         [--redis-addr ADDR] [--throttle] [--max-buyer-p99 D] [--audit] [--json]
+                        [--batch-holds N] [--workers N] [--cpuprofile FILE] [--trace FILE]
+  tandem bench plan [--holds 200000] [--shops 200] [--timeout 2m] [--mysql-dsn DSN] [--redis-addr ADDR] [--json]
+                    (a pod of real size through the rollout plan: time to its shadow soak)
   tandem bench report [--update FILE] RUN.json...
                       (markdown tables and issue 14's figures from the benches' --json output)
   tandem replay --capture FILE [--speed 1] [--mysql DSN] [--find-max [--p99-max 100ms]] [--json] [--html FILE]

@@ -23,10 +23,12 @@ type ServeSpec struct {
 	ControlDSN    string
 	Redis         Redis
 	ControlPrefix string
-	// Pod lists Shop alone, starts in Mode (when its mode was never
+	// Pod lists Shop alone (or Shops), starts in Mode (when its mode was never
 	// persisted) and keeps its stores in PodDSN and under PodPrefix.
-	Pod       string
-	Shop      int64
+	Pod  string
+	Shop int64
+	// Shops, when above 0, makes the pod list shops 1..Shops instead.
+	Shops     int
 	Mode      tandem.Mode
 	PodDSN    string
 	PodPrefix string

@@ -15,7 +15,7 @@ import (
 
 // Synopses and summaries of each benchmark's --help.
 const (
-	benchSynopsis = "tandem bench engine|http|backfill|report [FLAGS]"
+	benchSynopsis = "tandem bench engine|http|backfill|plan|report [FLAGS]"
 	benchSummary  = `Load generator and benchmark: 'tandem bench engine' measures the engines
 directly, 'tandem bench http' the service over HTTP. 'tandem bench engine
 --help' and 'tandem bench http --help' list every flag. 'tandem bench report'
@@ -34,7 +34,7 @@ the kill switch's propagation between two in-process instances.`
 // *cli.UsageError), or a failed run.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return cli.Usagef("bench: want engine, http, backfill or report")
+		return cli.Usagef("bench: want engine, http, backfill, plan or report")
 	}
 	switch args[0] {
 	case "engine":
@@ -43,11 +43,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runHTTP(ctx, args[1:], stdout, stderr)
 	case "backfill":
 		return runBackfill(ctx, args[1:], stdout, stderr)
+	case "plan":
+		return runPlan(ctx, args[1:], stdout, stderr)
 	case "report":
 		return runReport(args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "usage: %s\n\n%s\n", benchSynopsis, benchSummary)
 		return cli.ErrHelp
 	}
-	return cli.Usagef("bench: unknown benchmark %q, want engine, http, backfill or report", args[0])
+	return cli.Usagef("bench: unknown benchmark %q, want engine, http, backfill, plan or report", args[0])
 }

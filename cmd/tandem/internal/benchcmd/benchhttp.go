@@ -125,8 +125,12 @@ func startBenchServer(ctx context.Context, spec bench.ServeSpec) (bench.Server, 
 	// taken from it. The drops are still reported; the abort itself is
 	// tested by the rollout and end-to-end tests.
 	cfg.Rollout.AbortDivergenceRate = 0
+	shops := []string{fmt.Sprint(spec.Shop)}
+	if spec.Shops > 0 {
+		shops = []string{fmt.Sprintf("1-%d", spec.Shops)}
+	}
 	cfg.Pods = []server.PodConfig{{
-		Name: spec.Pod, Shops: []string{fmt.Sprint(spec.Shop)}, Mode: string(spec.Mode),
+		Name: spec.Pod, Shops: shops, Mode: string(spec.Mode),
 		MySQLDSN: spec.PodDSN, RedisAddr: spec.Redis.Addr, RedisAddrs: spec.Redis.Cluster, RedisCluster: cluster, RedisPrefix: spec.PodPrefix,
 	}}
 	if err := cfg.Validate(); err != nil {
