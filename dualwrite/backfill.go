@@ -180,8 +180,10 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 		if err != nil {
 			return copied, fmt.Errorf("backfill: catch up: %w", err)
 		}
-		if rep.Carts == 0 || rep.Converged == 0 {
-			break // what still differs is in flight: the shadow path has it
+		if rep.Carts == 0 || rep.rewrote == 0 {
+			// What still differs is in flight (the shadow path has it),
+			// or differed only between the listings.
+			break
 		}
 	}
 	return copied, nil

@@ -26,6 +26,10 @@ type faulty struct {
 	only   string       // when set, delays apply to this cart token alone
 	inLate atomic.Int64 // late operations still running
 	gates  map[string]*gate
+	// listed are holds ActiveHolds adds to the store's own (a cart its
+	// listing saw before it ended); listings counts its calls.
+	listed   []tandem.Reservation
+	listings atomic.Int64
 }
 
 // gate holds one operation on one cart until opened.
@@ -220,10 +224,14 @@ func (f *faulty) FollowOnHand(ctx context.Context, k tandem.Key, v, delta int64)
 func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) {
 	// Held (hold("active_holds", "")) after the read: the caller gets
 	// the list as it was before whatever runs meanwhile.
+	f.listings.Add(1)
 	list, err := f.inner.ActiveHolds(ctx)
 	if err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	list = append(list, f.listed...)
+	f.mu.Unlock()
 	return do(f, ctx, "active_holds", "", func(context.Context) ([]tandem.Reservation, error) { return list, nil })
 }
 

@@ -3,6 +3,7 @@ package dualwrite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -145,6 +146,12 @@ type SweepReport struct {
 	Recounted []tandem.Key `json:"positions_recounted"`
 	// Left is what still differs after the sweep (in flight, or failing).
 	Left int `json:"left"`
+
+	// rewrote is how many of the Converged carts a store had to change:
+	// the others were equal once read in their line (a listing races the
+	// buyers: a cart reserved or ended between the two listings differs
+	// in them, not in the stores).
+	rewrote int
 }
 
 // sweep is Router.Sweep.
@@ -171,11 +178,17 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Converged = rp.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
-	if rep.Converged > 0 {
+	var equal map[cartKey]bool
+	rep.Converged, rep.rewrote, equal = rp.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
+	switch {
+	case rep.rewrote > 0:
 		if d, err = rp.diffCarts(ctx, mode); err != nil {
 			return nil, err
 		}
+	case len(equal) > 0:
+		// Nothing changed: the carts found equal are no difference, and
+		// listing every hold again would tell nothing more.
+		d.Carts = slices.DeleteFunc(d.Carts, func(c CartDiff) bool { return equal[cartKey{c.ShopID, c.CartToken}] })
 	}
 	// The carts in flight still differ: they keep the positions they
 	// touch from the audit and the recount below, and count as left.
@@ -204,10 +217,12 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 }
 
 // convergeDiffering converges each differing cart from the SoT, in the
-// cart's line, and says how many it made equal. It leaves alone the carts
+// cart's line, and says how many it made equal, how many of those a store
+// had to change, and which were equal already. It leaves alone the carts
 // the worker has and those on positions the SoT lost.
-func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ShadowStore, carts []CartDiff, lost map[tandem.Key]bool) int {
-	converged := 0
+func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ShadowStore, carts []CartDiff,
+	lost map[tandem.Key]bool) (converged, rewrote int, equal map[cartKey]bool) {
+	equal = map[cartKey]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, convergeParallel)
@@ -268,11 +283,16 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 			}
 			mu.Lock()
 			converged++
+			if res == ConvergeEqual {
+				equal[ck] = true
+			} else {
+				rewrote++
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return converged
+	return converged, rewrote, equal
 }
 
 // recount sets again from the ledger each position of either store that

@@ -64,6 +64,10 @@ type BackfillResult struct {
 	DuringOps    int     `json:"during_ops"`
 	DuringP50MS  float64 `json:"during_p50_ms"`
 	DuringP99MS  float64 `json:"during_p99_ms"`
+	// WriteP99MS and CatchUpP99MS split DuringP99MS by the copy's phase:
+	// its batches, then its catch-up.
+	WriteP99MS   float64 `json:"write_p99_ms"`
+	CatchUpP99MS float64 `json:"catch_up_p99_ms"`
 	BuyerErrors  int64   `json:"buyer_errors"`
 	Converged    bool    `json:"converged"`
 	// Throttle says whether the pod's default throttle ran;
@@ -95,9 +99,9 @@ func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) e
 	if res.BuyerRate == 0 {
 		fmt.Fprintln(w, "no buyers (a quiet pod)")
 	} else {
-		fmt.Fprintf(w, "buyers at %d/s: before p50 %.2f ms p99 %.2f ms (%d ops); during p50 %.2f ms p99 %.2f ms (%d ops); p99 ratio %.2fx; %d errors\n",
+		fmt.Fprintf(w, "buyers at %d/s: before p50 %.2f ms p99 %.2f ms (%d ops); during p50 %.2f ms p99 %.2f ms (%d ops; write p99 %.2f ms, catch-up p99 %.2f ms); p99 ratio %.2fx; %d errors\n",
 			res.BuyerRate, res.BeforeP50MS, res.BeforeP99MS, res.BeforeOps, res.DuringP50MS, res.DuringP99MS, res.DuringOps,
-			res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
+			res.WriteP99MS, res.CatchUpP99MS, res.DuringP99MS/max(res.BeforeP99MS, 1e-9), res.BuyerErrors)
 	}
 	if res.Throttle {
 		fmt.Fprintf(w, "throttle: default; the copy waited %s\n", reasonsText(res.ThrottledSeconds))
@@ -203,8 +207,15 @@ func (b *Backfill) legacyHolds(ctx context.Context, s *backfillStores, progress 
 	return err
 }
 
+// Phases of the buyers' latencies.
+const (
+	phaseAfter   = 2
+	phaseCatchUp = 3
+)
+
 // backfillBuyers reserve and release at a steady rate; their latencies are
-// kept per phase (0 before the copy, 1 during, 2 after).
+// kept per phase (0 before the copy, 1 during, 2 after, 3 during the
+// copy's catch-up: part of "during" too).
 type backfillBuyers struct {
 	// prefix starts every cart token of this run of buyers: a token of an
 	// earlier run, released, cannot be reserved again.
@@ -212,7 +223,7 @@ type backfillBuyers struct {
 	phase  atomic.Int32
 	errs   atomic.Int64
 	mu     sync.Mutex
-	lat    [3][]time.Duration
+	lat    [4][]time.Duration
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -258,7 +269,7 @@ func (l *backfillBuyers) run(ctx context.Context, r *dualwrite.Router, rate, sho
 }
 
 func (l *backfillBuyers) halt() {
-	l.phase.Store(2)
+	l.phase.Store(phaseAfter)
 	close(l.stop)
 	l.wg.Wait()
 }
@@ -298,6 +309,9 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 				mu.Lock()
 				if _, ok := marks[pr.Phase]; !ok {
 					marks[pr.Phase] = time.Since(start)
+					if pr.Phase == "catch_up" {
+						l.phase.Store(phaseCatchUp)
+					}
 				}
 				mu.Unlock()
 			}
@@ -323,12 +337,14 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	if cerr != nil {
 		res.ConvergeError = cerr.Error()
 	}
-	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(l.lat[1])
+	during := append(slices.Clone(l.lat[1]), l.lat[phaseCatchUp]...)
+	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(during)
 	res.ListSeconds = marks["copy"].Seconds()
 	res.WriteSeconds = (marks["catch_up"] - marks["copy"]).Seconds()
 	res.CatchUpSecs = (took - marks["catch_up"]).Seconds()
 	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
-	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(l.lat[1], 0.5)), ms(quantileOf(l.lat[1], 0.99))
+	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(during, 0.5)), ms(quantileOf(during, 0.99))
+	res.WriteP99MS, res.CatchUpP99MS = ms(quantileOf(l.lat[1], 0.99)), ms(quantileOf(l.lat[phaseCatchUp], 0.99))
 	res.ThrottledSeconds = throttledByReason(s.reg, tandem.JobBackfill)
 	res.ConnHoldMeanMS, res.ConnHoldP99MS = copyHolds.meansMS(), copyHolds.quantilesMS(0.99)
 	if b.Audit && res.Converged {
