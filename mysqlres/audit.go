@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,19 +22,26 @@ import (
 // index, whose first column is held (one range over held = 1, in position
 // order), and reservations through reservations_due (status first).
 const (
-	listCountersSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
-	// conservationSQL reads every position in one statement, so from one
-	// consistent view even while reserves run; the pool and the holds are
-	// each grouped once, not counted again per position.
-	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, COALESCE(p.n, 0), COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, COUNT(*) AS n FROM unit_pool GROUP BY shop_id, inventory_item_id, inventory_group_id) p ON p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
-	orphansSQL      = "/* conn_tag='audit' */ SELECT DISTINCT x.shop_id, x.inventory_item_id, x.inventory_group_id, x.what FROM (SELECT shop_id, inventory_item_id, inventory_group_id, 'held units' AS what FROM reservation_lines WHERE held = 1 UNION ALL SELECT shop_id, inventory_item_id, inventory_group_id, 'pool rows' AS what FROM unit_pool) x LEFT JOIN ledger g ON g.shop_id = x.shop_id AND g.inventory_item_id = x.inventory_item_id AND g.inventory_group_id = x.inventory_group_id WHERE g.shop_id IS NULL"
+	// listCountersSQL reads the positions of a page of shops, (lo, hi].
+	listCountersSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ? GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id WHERE g.shop_id > ? AND g.shop_id <= ? ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
+	// The invariant checks read a page of shops at a time, (lo, hi]: a
+	// range of each table's shop-first index. conservationSQL reads a
+	// position's on_hand, pool rows and held units in one statement, so
+	// from one consistent view even while reserves run; the pool and the
+	// holds are each grouped once, not counted again per position.
+	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, COALESCE(p.n, 0), COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, COUNT(*) AS n FROM unit_pool WHERE shop_id > ? AND shop_id <= ? GROUP BY shop_id, inventory_item_id, inventory_group_id) p ON p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ? GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id WHERE g.shop_id > ? AND g.shop_id <= ? ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
+	orphansSQL      = "/* conn_tag='audit' */ SELECT DISTINCT x.shop_id, x.inventory_item_id, x.inventory_group_id, x.what FROM (SELECT shop_id, inventory_item_id, inventory_group_id, 'held units' AS what FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ? UNION ALL SELECT shop_id, inventory_item_id, inventory_group_id, 'pool rows' AS what FROM unit_pool WHERE shop_id > ? AND shop_id <= ?) x LEFT JOIN ledger g ON g.shop_id = x.shop_id AND g.inventory_item_id = x.inventory_item_id AND g.inventory_group_id = x.inventory_group_id WHERE g.shop_id IS NULL"
 	// heldFlagsSQL finds the reservations whose lines are not held exactly
 	// while they are reserved: reserved ones with a line not held (from
 	// the reserved headers), and ended ones with a line held (from the
 	// held lines, joined straight: status <> 'reserved' is a range of
 	// reservations_due too, every ended reservation, which MariaDB chose
 	// to start from when they were about as many as the holds).
-	heldFlagsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' GROUP BY r.shop_id, r.cart_token, r.status HAVING SUM(l.held) <> COUNT(*) UNION ALL SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1) h STRAIGHT_JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
+	heldFlagsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' AND r.shop_id > ? AND r.shop_id <= ? GROUP BY r.shop_id, r.cart_token, r.status HAVING SUM(l.held) <> COUNT(*) UNION ALL SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ?) h STRAIGHT_JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
+	// invariantPageSQL is the last shop of the page after lo: the
+	// invariantPageShops-th shop of the ledger after it.
+	invariantPageSQL = "/* conn_tag='audit' */ SELECT MAX(shop_id) FROM (SELECT DISTINCT shop_id FROM ledger WHERE shop_id > ? ORDER BY shop_id LIMIT ?) s"
+	moreShopsSQL     = "/* conn_tag='audit' */ SELECT 1 FROM ledger WHERE shop_id > ? LIMIT 1"
 	// A page of active holds: the next activeHoldsPage reserved headers
 	// in the order of reservations_due (status, expires_at, then the
 	// primary key), after the last one of the previous page, with their
@@ -41,28 +50,46 @@ const (
 	activeHoldsNextSQL  = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.expires_at, l.inventory_item_id, l.quantity, l.inventory_group_id FROM (SELECT shop_id, cart_token, expires_at FROM reservations FORCE INDEX (reservations_due) WHERE status = 'reserved' AND (expires_at > ? OR (expires_at = ? AND (shop_id > ? OR (shop_id = ? AND cart_token > ?)))) ORDER BY expires_at, shop_id, cart_token LIMIT ?) r LEFT JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token ORDER BY r.expires_at, r.shop_id, r.cart_token, l.line_no"
 )
 
-// ListCounters implements tandem.ReservationStore.
+// ListCounters implements tandem.ReservationStore. It reads a page of
+// invariantPageShops shops at a time, each page one statement on a
+// connection of its own, resting between them (tandem.Pace).
 func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 	var out []tandem.Counters
-	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
-		out = nil
-		rows, err := conn.QueryContext(ctx, listCountersSQL)
+	for lo, last := int64(math.MinInt64), false; !last; {
+		start := time.Now()
+		hi, err := s.invariantPage(ctx, lo)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var c tandem.Counters
-			if err := rows.Scan(&c.ShopID, &c.ItemID, &c.GroupID, &c.OnHand, &c.Reserved); err != nil {
+		last = hi == math.MaxInt64
+		var page []tandem.Counters
+		err = s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+			page = page[:0]
+			rows, err := conn.QueryContext(ctx, listCountersSQL, lo, hi, lo, hi)
+			if err != nil {
 				return err
 			}
-			c.Available = c.OnHand - c.Reserved
-			out = append(out, c)
+			defer rows.Close()
+			for rows.Next() {
+				var c tandem.Counters
+				if err := rows.Scan(&c.ShopID, &c.ItemID, &c.GroupID, &c.OnHand, &c.Reserved); err != nil {
+					return err
+				}
+				c.Available = c.OnHand - c.Reserved
+				page = append(page, c)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, err
 		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, err
+		out = append(out, page...)
+		if !last {
+			if err := tandem.Pace(ctx, start); err != nil {
+				return nil, translate(tagAudit, err)
+			}
+		}
+		lo = hi
 	}
 	return out, nil
 }
@@ -72,39 +99,85 @@ func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 // only follows an unconditional ledger write below this store's holds),
 // pool rows <= PoolCap (exceeded only when an earlier run used a larger
 // cap). Per reservation: its lines are held exactly while it is reserved.
-// Held units and pool rows need a ledger row. Each of the three checks is
-// one statement on a connection of its own, and the pod's throttle is
-// asked between them (tandem.Pace): no connection is held for more than
-// one statement.
+// Held units and pool rows need a ledger row.
+//
+// The checks read a page of invariantPageShops shops at a time, each
+// check of a page one statement on a connection of its own, and the pod's
+// throttle is asked between them (tandem.Pace): no connection is held for
+// more than one statement over one page, whatever the pod's size. The
+// pages cover every shop id, those the ledger does not know included (the
+// last page has no end): an orphan may be of any shop.
 func (s *Store) CheckInvariants(ctx context.Context) ([]tandem.Violation, error) {
 	var out []tandem.Violation
-	for i, check := range []func(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error){
+	checks := []func(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error){
 		s.checkConservation, checkOrphans, checkHeldFlags,
-	} {
-		start := time.Now()
-		var vs []tandem.Violation
-		err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
-			var err error
-			vs, err = check(ctx, conn)
-			return err
-		})
+	}
+	var start time.Time
+	for lo, last := int64(math.MinInt64), false; !last; {
+		hi, err := s.invariantPage(ctx, lo)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, vs...)
-		if i < 2 {
-			if err := tandem.Pace(ctx, start); err != nil {
-				return nil, translate(tagAudit, err)
+		last = hi == math.MaxInt64
+		for _, check := range checks {
+			if !start.IsZero() {
+				if err := tandem.Pace(ctx, start); err != nil {
+					return nil, translate(tagAudit, err)
+				}
 			}
+			start = time.Now()
+			var vs []tandem.Violation
+			err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+				var err error
+				vs, err = check(ctx, conn, lo, hi)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vs...)
 		}
+		lo = hi
 	}
 	return out, nil
 }
 
-// checkConservation checks each position's conservation, unpooled count
-// and pool size.
-func (s *Store) checkConservation(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
-	rows, err := conn.QueryContext(ctx, conservationSQL)
+// invariantPageShops is how many of the ledger's shops one page of
+// CheckInvariants reads (a variable for the tests' many pages).
+var invariantPageShops = 100
+
+// invariantPage returns the last shop of the page after lo, MaxInt64 when
+// the ledger has no more than a page of shops after it.
+func (s *Store) invariantPage(ctx context.Context, lo int64) (int64, error) {
+	var hi sql.NullInt64
+	more := false
+	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+		if err := conn.QueryRowContext(ctx, invariantPageSQL, lo, invariantPageShops).Scan(&hi); err != nil || !hi.Valid {
+			return err
+		}
+		var one int
+		switch err := conn.QueryRowContext(ctx, moreShopsSQL, hi.Int64).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		more = true
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !more {
+		return math.MaxInt64, nil
+	}
+	return hi.Int64, nil
+}
+
+// checkConservation checks each position of the shops in (lo, hi]: its
+// conservation, unpooled count and pool size.
+func (s *Store) checkConservation(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, conservationSQL, lo, hi, lo, hi, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -132,9 +205,10 @@ func (s *Store) checkConservation(ctx context.Context, conn *sql.Conn) ([]tandem
 	return out, rows.Err()
 }
 
-// checkOrphans finds held units and pool rows without a ledger row.
-func checkOrphans(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
-	rows, err := conn.QueryContext(ctx, orphansSQL)
+// checkOrphans finds held units and pool rows of the shops in (lo, hi]
+// without a ledger row.
+func checkOrphans(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, orphansSQL, lo, hi, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +225,10 @@ func checkOrphans(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, erro
 	return out, rows.Err()
 }
 
-// checkHeldFlags finds reservations whose lines are held while they are
-// not reserved, or not held while they are.
-func checkHeldFlags(ctx context.Context, conn *sql.Conn) ([]tandem.Violation, error) {
-	rows, err := conn.QueryContext(ctx, heldFlagsSQL)
+// checkHeldFlags finds reservations of the shops in (lo, hi] whose lines
+// are held while they are not reserved, or not held while they are.
+func checkHeldFlags(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error) {
+	rows, err := conn.QueryContext(ctx, heldFlagsSQL, lo, hi, lo, hi)
 	if err != nil {
 		return nil, err
 	}

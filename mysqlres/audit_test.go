@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,16 +169,18 @@ func TestAuditReadsActiveRows(t *testing.T) {
 			// once per position.
 			hotHeld := int64(tc.active - 20)
 			most := int64(15 * (tc.active + positions + positions*poolCap))
+			// The invariant checks' page of every shop.
+			lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 			statements := []struct {
 				name string
 				q    string
 				args []any
 				most int64
 			}{
-				{"ListCounters", mysqlres.ListCountersSQL, nil, most},
-				{"Conservation", mysqlres.ConservationSQL, nil, most},
-				{"Orphans", mysqlres.OrphansSQL, nil, most},
-				{"HeldFlags", mysqlres.HeldFlagsSQL, nil, most},
+				{"ListCounters", mysqlres.ListCountersSQL, []any{lo, hi, lo, hi}, most},
+				{"Conservation", mysqlres.ConservationSQL, []any{lo, hi, lo, hi, lo, hi}, most},
+				{"Orphans", mysqlres.OrphansSQL, []any{lo, hi, lo, hi}, most},
+				{"HeldFlags", mysqlres.HeldFlagsSQL, []any{lo, hi, lo, hi}, most},
 				{"ActiveHoldsFirstPage", mysqlres.ActiveHoldsFirstSQL, []any{mysqlres.ActiveHoldsPage}, most},
 				{"ActiveHoldsNextPage", mysqlres.ActiveHoldsNextSQL, []any{s.Now(), s.Now(), 1, 1, "active-1", mysqlres.ActiveHoldsPage}, most},
 				{"Counters", mysqlres.CountersSQL, []any{hot.ShopID, hot.ItemID, hot.GroupID, hot.ShopID, hot.ItemID, hot.GroupID}, 2*hotHeld + 100},

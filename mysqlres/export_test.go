@@ -24,3 +24,11 @@ func SetRebuildHook(f func(shop int64)) (reset func()) {
 	testHookRebuildDropped = f
 	return func() { testHookRebuildDropped = nil }
 }
+
+// SetInvariantPageShops makes CheckInvariants read n shops a page, until
+// the returned func is called.
+func SetInvariantPageShops(n int) (reset func()) {
+	old := invariantPageShops
+	invariantPageShops = n
+	return func() { invariantPageShops = old }
+}

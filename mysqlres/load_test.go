@@ -3,6 +3,9 @@ package mysqlres_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,5 +107,71 @@ func TestCheckInvariants_AsksTheThrottle(t *testing.T) {
 	}
 	if n := th.n.Load(); n != 2 {
 		t.Fatalf("the throttle was asked %d times, want between the three statements (2)", n)
+	}
+}
+
+// TestCheckInvariants_Pages checks the invariant check over many pages of
+// shops: it asks the throttle between every two statements, and finds
+// what is wrong in any page, orphans of shops the ledger does not know
+// (before its first shop, between two, after its last) included.
+func TestCheckInvariants_Pages(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpenStore(t)
+	defer mysqlres.SetInvariantPageShops(2)()
+	for shop := int64(10); shop <= 70; shop += 10 { // 7 shops: pages of 2, 2, 2 and the rest
+		mustSetOnHand(t, s, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, 5)
+	}
+	flag := reserve1("flag", 1, 1, 1)
+	flag.ShopID = 30
+	if _, err := s.Reserve(ctx, flag); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(qs ...string) {
+		for _, q := range qs {
+			if _, err := s.DB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	exec("UPDATE reservation_lines SET held = 0 WHERE shop_id = 30 AND cart_token = 'flag'",
+		"UPDATE ledger SET on_hand = on_hand + 1 WHERE shop_id = 70",
+		"INSERT INTO unit_pool (shop_id, inventory_item_id, inventory_group_id, id) VALUES (5, 1, 1, 1), (45, 1, 1, 1), (900, 1, 1, 1)")
+	t.Cleanup(func() { // before the store's own check of its invariants
+		exec("UPDATE reservation_lines SET held = 1 WHERE shop_id = 30 AND cart_token = 'flag'",
+			"UPDATE ledger SET on_hand = on_hand - 1 WHERE shop_id = 70",
+			"DELETE FROM unit_pool WHERE shop_id IN (5, 45, 900)")
+	})
+	th := &countingThrottle{}
+	vs, err := s.CheckInvariants(tandem.WithThrottle(ctx, th, tandem.JobAudit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, v := range vs {
+		got[fmt.Sprintf("%d %s", v.Key.ShopID, strings.SplitN(v.Message, ":", 2)[0])] = true
+	}
+	for _, want := range []string{
+		"30 reservation reserved has 0 of 1 lines held", "70 conservation",
+		"5 pool rows without a ledger row", "45 pool rows without a ledger row", "900 pool rows without a ledger row",
+	} {
+		if !got[want] {
+			t.Errorf("violations %v: want %q", got, want)
+		}
+	}
+	if n := th.n.Load(); n != 4*3-1 {
+		t.Errorf("the throttle was asked %d times, want between every two of the 12 statements of 4 pages (11)", n)
+	}
+	// The counters are listed in the same pages, every position once, in
+	// order.
+	cs, err := s.ListCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shops []int64
+	for _, c := range cs {
+		shops = append(shops, c.ShopID)
+	}
+	if want := []int64{10, 20, 30, 40, 50, 60, 70}; !slices.Equal(shops, want) {
+		t.Errorf("ListCounters: got the positions of shops %v, want %v", shops, want)
 	}
 }
