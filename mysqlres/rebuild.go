@@ -276,15 +276,23 @@ func validateHold(h tandem.Reservation) error {
 	if err := tandem.ValidateCartToken(h.CartToken); err != nil {
 		return err
 	}
+	if d := holdDefect(h); d != "" {
+		return tandem.Errorf(tandem.EINVALID, "hold %s %s", h.CartToken, d)
+	}
+	return nil
+}
+
+// holdDefect says what a hold given to a rebuild lacks, "" if nothing.
+func holdDefect(h tandem.Reservation) string {
 	if h.ShopID <= 0 || len(h.Lines) == 0 {
-		return tandem.Errorf(tandem.EINVALID, "hold %s needs a shop and lines", h.CartToken)
+		return "needs a shop and lines"
 	}
 	for _, l := range h.Lines {
 		if l.ItemID <= 0 || l.GroupID <= 0 || l.Quantity <= 0 {
-			return tandem.Errorf(tandem.EINVALID, "hold %s has a line without item, group or quantity", h.CartToken)
+			return "has a line without item, group or quantity"
 		}
 	}
-	return nil
+	return ""
 }
 
 // shopFilter returns one condition on shop_id per shop (one that takes
@@ -309,95 +317,30 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 		if err := tandem.ValidateCartToken(h.CartToken); err != nil {
 			return 0, err
 		}
-		if h.ShopID <= 0 || len(h.Lines) == 0 {
-			return 0, tandem.Errorf(tandem.EINVALID, "holds[%d] needs a shop and lines", i)
-		}
-		for _, l := range h.Lines {
-			if l.ItemID <= 0 || l.GroupID <= 0 || l.Quantity <= 0 {
-				return 0, tandem.Errorf(tandem.EINVALID, "holds[%d] has a line without item, group or quantity", i)
-			}
+		if d := holdDefect(h); d != "" {
+			return 0, tandem.Errorf(tandem.EINVALID, "holds[%d] %s", i, d)
 		}
 	}
 	now := s.Now().UTC()
-	given := holds
-	var held map[tandem.Key]int64
 	var positions int
 	err := s.withTx(ctx, tagRebuild, func(tx *sql.Tx) error {
-		known := map[tandem.Key]bool{}
-		for i, f := range filter {
-			rows, err := tx.QueryContext(ctx, fmt.Sprintf(rebuildLockSQL, f), fargs[i]...)
-			if err != nil {
-				return fmt.Errorf("lock ledger: %w", err)
-			}
-			for rows.Next() {
-				var k tandem.Key
-				if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID); err != nil {
-					rows.Close()
-					return fmt.Errorf("lock ledger: %w", err)
-				}
-				known[k] = true
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("lock ledger: %w", err)
-			}
+		known, err := lockLedger(ctx, tx, filter, fargs)
+		if err != nil {
+			return err
 		}
-		rfilter, _ := shopFilter("r.", shops)
-		for i := range filter {
-			for j, stmt := range []string{rebuildDropLinesSQL, rebuildDropActiveSQL, rebuildDropPoolSQL} {
-				f := filter[i]
-				if j == 0 {
-					f = rfilter[i]
-				}
-				if _, err := tx.ExecContext(ctx, fmt.Sprintf(stmt, f), fargs[i]...); err != nil {
-					return fmt.Errorf("rebuild: %w", err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildResetSQL, filter[i]), append([]any{now}, fargs[i]...)...); err != nil {
-				return fmt.Errorf("rebuild: %w", err)
-			}
+		if err := dropActive(ctx, tx, shops, filter, fargs, now); err != nil {
+			return err
 		}
 		// Holds the ledger records as claimed become claimed carts here.
-		byShop := map[int64][]tandem.Reservation{}
-		for _, h := range given {
-			byShop[h.ShopID] = append(byShop[h.ShopID], h)
+		kept, err := s.dropClaimedByShop(ctx, tx, holds, now)
+		if err != nil {
+			return err
 		}
-		holds = holds[:0:0]
-		for _, shop := range slices.Sorted(maps.Keys(byShop)) {
-			kept, err := s.dropClaimed(ctx, tx, shop, byShop[shop], now)
-			if err != nil {
-				return err
-			}
-			holds = append(holds, kept...)
+		if err := holdUnits(ctx, tx, kept, known, now); err != nil {
+			return err
 		}
-		held = map[tandem.Key]int64{}
-		for _, h := range holds {
-			for k, q := range lineQuantities(h.ShopID, h.Lines) {
-				held[k] += q
-			}
-		}
-		for _, k := range sortKeys(mapKeys(held)) {
-			var err error
-			if known[k] {
-				_, err = tx.ExecContext(ctx, rebuildHoldSQL, held[k], k.ShopID, k.ItemID, k.GroupID)
-			} else {
-				_, err = tx.ExecContext(ctx, rebuildNewPositionSQL, k.ShopID, k.ItemID, k.GroupID, -held[k], now)
-				known[k] = true
-			}
-			if err != nil {
-				return fmt.Errorf("rebuild %s: %w", k, err)
-			}
-		}
-		for start := 0; start < len(holds); {
-			end, lines := start, 0
-			for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
-				lines += len(holds[end].Lines)
-				end++
-			}
-			if err := insertHolds(ctx, tx, holds[start:end], now); err != nil {
-				return err
-			}
-			start = end
+		if err := insertHoldBatches(ctx, tx, kept, now); err != nil {
+			return err
 		}
 		positions = len(known)
 		return nil
@@ -408,8 +351,123 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 	if shops == nil {
 		s.repl.forget()
 	}
+	keys, err := s.unpooledPositions(ctx, filter, fargs)
+	if err != nil {
+		return positions, err
+	}
+	for _, k := range keys {
+		if !refill {
+			s.repl.signal(k)
+			continue
+		}
+		if _, err := s.replenish(ctx, k); err != nil {
+			return positions, err
+		}
+	}
+	return positions, nil
+}
+
+// lockLedger locks the ledger rows that filter selects and returns their
+// positions.
+func lockLedger(ctx context.Context, tx *sql.Tx, filter []string, fargs [][]any) (map[tandem.Key]bool, error) {
+	known := map[tandem.Key]bool{}
+	for i, f := range filter {
+		rows, err := tx.QueryContext(ctx, fmt.Sprintf(rebuildLockSQL, f), fargs[i]...)
+		if err != nil {
+			return nil, fmt.Errorf("lock ledger: %w", err)
+		}
+		for rows.Next() {
+			var k tandem.Key
+			if err := rows.Scan(&k.ShopID, &k.ItemID, &k.GroupID); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("lock ledger: %w", err)
+			}
+			known[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("lock ledger: %w", err)
+		}
+	}
+	return known, nil
+}
+
+// dropActive drops the active reservations and the pools of the shops
+// (every shop for nil) and resets their positions to unpooled = on_hand.
+func dropActive(ctx context.Context, tx *sql.Tx, shops []int64, filter []string, fargs [][]any, now time.Time) error {
+	rfilter, _ := shopFilter("r.", shops)
+	for i := range filter {
+		for j, stmt := range []string{rebuildDropLinesSQL, rebuildDropActiveSQL, rebuildDropPoolSQL} {
+			f := filter[i]
+			if j == 0 {
+				f = rfilter[i]
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(stmt, f), fargs[i]...); err != nil {
+				return fmt.Errorf("rebuild: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rebuildResetSQL, filter[i]), append([]any{now}, fargs[i]...)...); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropClaimedByShop runs dropClaimed on the holds of each shop, shops in
+// order, and returns the holds kept. It leaves holds as they are: a
+// transaction that is rerun starts again from all of them.
+func (s *Store) dropClaimedByShop(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, now time.Time) ([]tandem.Reservation, error) {
+	byShop := map[int64][]tandem.Reservation{}
+	for _, h := range holds {
+		byShop[h.ShopID] = append(byShop[h.ShopID], h)
+	}
+	var kept []tandem.Reservation
+	for _, shop := range slices.Sorted(maps.Keys(byShop)) {
+		k, err := s.dropClaimed(ctx, tx, shop, byShop[shop], now)
+		if err != nil {
+			return nil, err
+		}
+		kept = append(kept, k...)
+	}
+	return kept, nil
+}
+
+// holdUnits takes the units of holds out of their positions' unpooled
+// count, creating the positions the ledger does not know (added to
+// known) with a negative unpooled.
+func holdUnits(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, known map[tandem.Key]bool, now time.Time) error {
+	held := unitsOf(holds)
+	for _, k := range sortKeys(mapKeys(held)) {
+		var err error
+		if known[k] {
+			_, err = tx.ExecContext(ctx, rebuildHoldSQL, held[k], k.ShopID, k.ItemID, k.GroupID)
+		} else {
+			_, err = tx.ExecContext(ctx, rebuildNewPositionSQL, k.ShopID, k.ItemID, k.GroupID, -held[k], now)
+			known[k] = true
+		}
+		if err != nil {
+			return fmt.Errorf("rebuild %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// unitsOf sums the units of holds per position.
+func unitsOf(holds []tandem.Reservation) map[tandem.Key]int64 {
+	held := map[tandem.Key]int64{}
+	for _, h := range holds {
+		for k, q := range lineQuantities(h.ShopID, h.Lines) {
+			held[k] += q
+		}
+	}
+	return held
+}
+
+// unpooledPositions returns the positions that filter selects which have
+// units left to pool.
+func (s *Store) unpooledPositions(ctx context.Context, filter []string, fargs [][]any) ([]tandem.Key, error) {
 	var keys []tandem.Key
-	err = s.withConn(ctx, tagRebuild, func(conn *sql.Conn) error {
+	err := s.withConn(ctx, tagRebuild, func(conn *sql.Conn) error {
 		for i, f := range filter {
 			rows, err := conn.QueryContext(ctx, fmt.Sprintf(rebuildPositionsSQL, f), fargs[i]...)
 			if err != nil {
@@ -430,19 +488,7 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 		}
 		return nil
 	})
-	if err != nil {
-		return positions, err
-	}
-	for _, k := range keys {
-		if !refill {
-			s.repl.signal(k)
-			continue
-		}
-		if _, err := s.replenish(ctx, k); err != nil {
-			return positions, err
-		}
-	}
-	return positions, nil
+	return keys, err
 }
 
 // A rebuild writes its holds in INSERTs of at most rebuildBatch holds and
@@ -453,6 +499,23 @@ const (
 	rebuildBatch      = 5000
 	rebuildBatchLines = 10000
 )
+
+// insertHoldBatches writes holds with insertHolds, in batches of at most
+// rebuildBatch holds and about rebuildBatchLines lines.
+func insertHoldBatches(ctx context.Context, tx *sql.Tx, holds []tandem.Reservation, now time.Time) error {
+	for start := 0; start < len(holds); {
+		end, lines := start, 0
+		for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
+			lines += len(holds[end].Lines)
+			end++
+		}
+		if err := insertHolds(ctx, tx, holds[start:end], now); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
 
 // insertHolds writes backfilled holds, replacing any reservation of the
 // same carts. The headers go first, in one multi-row upsert: a cart this
