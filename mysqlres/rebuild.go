@@ -117,23 +117,9 @@ var testHookRebuildDropped func(shop int64)
 // surviving hold's units are then counted once, as held, and never again
 // as unpooled (units that do not exist, sold by the next reserves).
 func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds []tandem.Reservation, now time.Time) (int, error) {
-	onHand := map[tandem.Key]int64{}
-	rows, err := tx.QueryContext(ctx, lockShopSQL, shop)
+	onHand, err := lockShopLedger(ctx, tx, shop)
 	if err != nil {
-		return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
-	}
-	for rows.Next() {
-		k := tandem.Key{ShopID: shop}
-		var v int64
-		if err := rows.Scan(&k.ItemID, &k.GroupID, &v); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
-		}
-		onHand[k] = v
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, dropShopActiveSQL, shop); err != nil {
 		return 0, fmt.Errorf("rebuild shop %d: %w", shop, err)
@@ -145,12 +131,7 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 	if err != nil {
 		return 0, err
 	}
-	held := map[tandem.Key]int64{}
-	for _, h := range holds {
-		for k, q := range lineQuantities(h.ShopID, h.Lines) {
-			held[k] += q
-		}
-	}
+	held := unitsOf(holds)
 	for k, q := range held {
 		if _, ok := onHand[k]; !ok {
 			if _, err := tx.ExecContext(ctx, rebuildNewPositionSQL, k.ShopID, k.ItemID, k.GroupID, -q, now); err != nil {
@@ -158,44 +139,70 @@ func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds [
 			}
 		}
 	}
-	for start := 0; start < len(holds); {
-		end, lines := start, 0
-		for end < len(holds) && end-start < rebuildBatch && lines < rebuildBatchLines {
-			lines += len(holds[end].Lines)
-			end++
-		}
-		if err := insertHolds(ctx, tx, holds[start:end], now); err != nil {
-			return 0, err
-		}
-		start = end
+	if err := insertHoldBatches(ctx, tx, holds, now); err != nil {
+		return 0, err
 	}
 	for _, k := range sortKeys(mapKeys(onHand)) {
-		var pool, inHolds int64
-		if err := tx.QueryRowContext(ctx, stockSQL, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID).Scan(&pool, &inHolds); err != nil {
-			return 0, fmt.Errorf("rebuild %s: count stock: %w", k, err)
-		}
-		unpooled := onHand[k] - inHolds - pool
-		if unpooled < 0 {
-			res, err := tx.ExecContext(ctx, trimPoolSQL, k.ShopID, k.ItemID, k.GroupID, min(-unpooled, pool))
-			if err != nil {
-				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
-			}
-			// Rows a reserve took meanwhile are gone already; those deleted
-			// here are what comes back.
-			n, err := res.RowsAffected()
-			if err != nil {
-				return 0, fmt.Errorf("rebuild %s: trim pool: %w", k, err)
-			}
-			unpooled += n
-		}
-		if _, err := tx.ExecContext(ctx, setUnpooledSQL, unpooled, now, k.ShopID, k.ItemID, k.GroupID); err != nil {
-			return 0, fmt.Errorf("rebuild %s: %w", k, err)
-		}
-		if unpooled > 0 {
-			s.repl.signal(k)
+		if err := s.recountPosition(ctx, tx, k, onHand[k], now); err != nil {
+			return 0, err
 		}
 	}
 	return len(onHand) + len(held) - countKnown(held, onHand), nil
+}
+
+// lockShopLedger locks a shop's ledger rows and returns their on_hand.
+func lockShopLedger(ctx context.Context, tx *sql.Tx, shop int64) (map[tandem.Key]int64, error) {
+	onHand := map[tandem.Key]int64{}
+	rows, err := tx.QueryContext(ctx, lockShopSQL, shop)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+	}
+	for rows.Next() {
+		k := tandem.Key{ShopID: shop}
+		var v int64
+		if err := rows.Scan(&k.ItemID, &k.GroupID, &v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+		}
+		onHand[k] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rebuild shop %d: lock ledger: %w", shop, err)
+	}
+	return onHand, nil
+}
+
+// recountPosition sets a rebuilt position's unpooled to what its on_hand
+// leaves once its pool rows and held units are counted, trimming the pool
+// (lowest ids) when it holds more than it can sell, and signals the
+// replenisher when units are left to pool.
+func (s *Store) recountPosition(ctx context.Context, tx *sql.Tx, k tandem.Key, onHand int64, now time.Time) error {
+	var pool, inHolds int64
+	if err := tx.QueryRowContext(ctx, stockSQL, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID).Scan(&pool, &inHolds); err != nil {
+		return fmt.Errorf("rebuild %s: count stock: %w", k, err)
+	}
+	unpooled := onHand - inHolds - pool
+	if unpooled < 0 {
+		res, err := tx.ExecContext(ctx, trimPoolSQL, k.ShopID, k.ItemID, k.GroupID, min(-unpooled, pool))
+		if err != nil {
+			return fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+		}
+		// Rows a reserve took meanwhile are gone already; those deleted
+		// here are what comes back.
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("rebuild %s: trim pool: %w", k, err)
+		}
+		unpooled += n
+	}
+	if _, err := tx.ExecContext(ctx, setUnpooledSQL, unpooled, now, k.ShopID, k.ItemID, k.GroupID); err != nil {
+		return fmt.Errorf("rebuild %s: %w", k, err)
+	}
+	if unpooled > 0 {
+		s.repl.signal(k)
+	}
+	return nil
 }
 
 // claimedOfSQL reads which of a shop's carts the ledger records as
