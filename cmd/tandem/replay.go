@@ -59,20 +59,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	progress := stderr
 	h := &replay.Rehearsal{File: f, MySQLDSN: *dsn, ServerDSN: *server, Keep: *keep, P99Max: *p99Max,
 		PoolCap: *poolCap, MaxOpenConns: *maxConns, Progress: progress}
-	var results []*replay.Result
-	best := 0.0
-	if *findMax {
-		if h.P99Max == 0 {
-			h.P99Max = defaultFindMaxP99
-		}
-		results, best, err = h.FindMax(ctx, *speed, *steps)
-	} else {
-		var res *replay.Result
-		res, err = h.Run(ctx, *speed)
-		if res != nil {
-			results = append(results, res)
-		}
+	if *findMax && h.P99Max == 0 {
+		h.P99Max = defaultFindMaxP99
 	}
+	results, best, err := rehearse(ctx, h, *speed, *findMax, *steps)
 	if err != nil {
 		return err
 	}
@@ -82,28 +72,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if *asJSON {
-		out := any(last)
-		if *findMax {
-			out = map[string]any{"max_speed_held": best, "p99_max_ms": h.P99Max.Seconds() * 1000, "runs": results}
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-	} else {
-		for _, res := range results {
-			replay.WriteText(stdout, res)
-			fmt.Fprintln(stdout)
-		}
-		if *findMax {
-			if best > 0 {
-				fmt.Fprintf(stdout, "find-max: the engine held %gx the captured traffic (p99 under %s, no errors)\n", best, h.P99Max)
-			} else {
-				fmt.Fprintf(stdout, "find-max: the engine did not hold even %gx\n", *speed)
-			}
-		}
+	if err := printReplays(stdout, results, best, h.P99Max, *speed, *findMax, *asJSON); err != nil {
+		return err
 	}
 	if *findMax {
 		if best == 0 {
@@ -113,6 +83,46 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if !last.Held {
 		return fmt.Errorf("replay at %gx: %s", last.Speed, last.Verdict())
+	}
+	return nil
+}
+
+// rehearse runs one replay at speed, or with findMax the replays of
+// Rehearsal.FindMax (best is the largest speed that held).
+func rehearse(ctx context.Context, h *replay.Rehearsal, speed float64, findMax bool, steps int) (results []*replay.Result, best float64, err error) {
+	if findMax {
+		return h.FindMax(ctx, speed, steps)
+	}
+	res, err := h.Run(ctx, speed)
+	if res != nil {
+		results = append(results, res)
+	}
+	return results, 0, err
+}
+
+// printReplays writes the replays' results, as text or JSON (the last
+// result alone, or with findMax every run and the largest speed that
+// held).
+func printReplays(stdout io.Writer, results []*replay.Result, best float64, p99Max time.Duration, speed float64, findMax, asJSON bool) error {
+	if asJSON {
+		out := any(results[len(results)-1])
+		if findMax {
+			out = map[string]any{"max_speed_held": best, "p99_max_ms": p99Max.Seconds() * 1000, "runs": results}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for _, res := range results {
+		replay.WriteText(stdout, res)
+		fmt.Fprintln(stdout)
+	}
+	if findMax {
+		if best > 0 {
+			fmt.Fprintf(stdout, "find-max: the engine held %gx the captured traffic (p99 under %s, no errors)\n", best, p99Max)
+		} else {
+			fmt.Fprintf(stdout, "find-max: the engine did not hold even %gx\n", speed)
+		}
 	}
 	return nil
 }
