@@ -106,9 +106,6 @@ func (s *AdminServer) Handler() http.Handler {
 	}
 	h := &adminHandler{svc: s.Admin, ready: s.Ready, logger: logger, dashboard: newDashboard(dash),
 		effectiveConfig: s.Config, historySource: s.History}
-	plan := &planHandler{adminHandler: h, plan: s.Plan}
-	capt := &captureHandler{adminHandler: h, captures: s.Captures}
-	throttle := &throttleHandler{adminHandler: h, svc: s.Throttle}
 	toks := newTokens(s.Token, s.ViewerToken)
 	known := func(r *http.Request) bool { return toks.role(r) != RoleNone }
 
@@ -140,37 +137,46 @@ func (s *AdminServer) Handler() http.Handler {
 
 	r.Group(func(r chi.Router) {
 		r.Use(toks.requireRole)
-		r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
-		r.Get("/admin/whoami", whoami)
-		r.Get("/admin/pods", h.pods)
-		r.Get("/admin/pods/{pod}", h.pod)
-		r.Put("/admin/pods/{pod}/mode", h.setMode)
-		r.Post("/admin/pods/{pod}/audit", h.audit)
-		r.Post("/admin/pods/{pod}/resync", h.resync)
-		r.Post("/admin/pods/{pod}/capture", capt.start)
-		r.Get("/admin/captures", capt.list)
-		r.Get("/admin/captures/{id}", capt.download)
-		r.Put("/admin/pods/{pod}/throttle", throttle.set)
-		r.Get("/admin/killswitch", h.killSwitch)
-		r.Post("/admin/killswitch", h.engage)
-		r.Delete("/admin/killswitch", h.disengage)
-		r.Post("/admin/alerts/killswitch", h.alertKillSwitch)
-		r.Get("/admin/divergences", h.divergences)
-		r.Get("/admin/divergences/summary", h.divergenceSummary)
-		r.Get("/admin/config", h.config)
-		r.Get("/admin/history", h.history)
-		r.Get("/admin/report", h.report)
-		r.Get("/admin/audit-log", h.auditLog)
-		r.Get("/admin/instances", h.instances)
-		r.Get("/admin/plan", plan.status)
-		r.Post("/admin/plan/start", plan.start)
-		r.Post("/admin/plan/pause", plan.pause)
-		r.Post("/admin/plan/resume", plan.resume)
-		r.Post("/admin/plan/abort", plan.abort)
-		r.Post("/admin/plan/approve", plan.approve)
-		r.Post("/admin/plan/skip", plan.skip)
+		s.routeAdmin(r, h, gatherer)
 	})
 	return r
+}
+
+// routeAdmin mounts the endpoints that need a token (/metrics and
+// /admin/...) on r.
+func (s *AdminServer) routeAdmin(r chi.Router, h *adminHandler, gatherer prometheus.Gatherer) {
+	plan := &planHandler{adminHandler: h, plan: s.Plan}
+	capt := &captureHandler{adminHandler: h, captures: s.Captures}
+	throttle := &throttleHandler{adminHandler: h, svc: s.Throttle}
+	r.Get("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+	r.Get("/admin/whoami", whoami)
+	r.Get("/admin/pods", h.pods)
+	r.Get("/admin/pods/{pod}", h.pod)
+	r.Put("/admin/pods/{pod}/mode", h.setMode)
+	r.Post("/admin/pods/{pod}/audit", h.audit)
+	r.Post("/admin/pods/{pod}/resync", h.resync)
+	r.Post("/admin/pods/{pod}/capture", capt.start)
+	r.Get("/admin/captures", capt.list)
+	r.Get("/admin/captures/{id}", capt.download)
+	r.Put("/admin/pods/{pod}/throttle", throttle.set)
+	r.Get("/admin/killswitch", h.killSwitch)
+	r.Post("/admin/killswitch", h.engage)
+	r.Delete("/admin/killswitch", h.disengage)
+	r.Post("/admin/alerts/killswitch", h.alertKillSwitch)
+	r.Get("/admin/divergences", h.divergences)
+	r.Get("/admin/divergences/summary", h.divergenceSummary)
+	r.Get("/admin/config", h.config)
+	r.Get("/admin/history", h.history)
+	r.Get("/admin/report", h.report)
+	r.Get("/admin/audit-log", h.auditLog)
+	r.Get("/admin/instances", h.instances)
+	r.Get("/admin/plan", plan.status)
+	r.Post("/admin/plan/start", plan.start)
+	r.Post("/admin/plan/pause", plan.pause)
+	r.Post("/admin/plan/resume", plan.resume)
+	r.Post("/admin/plan/abort", plan.abort)
+	r.Post("/admin/plan/approve", plan.approve)
+	r.Post("/admin/plan/skip", plan.skip)
 }
 
 func publicPath(p string) bool {
