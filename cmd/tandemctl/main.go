@@ -204,6 +204,17 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.usage(&usageError{msg: err.Error(), usage: cmd.usage})
 	}
 
+	c, uerr := m.newClient(cmd, g)
+	if uerr != nil {
+		return m.usage(uerr)
+	}
+	return m.finish(cmd, run(ctx, c, pos))
+}
+
+// newClient returns the client a command talks to the admin API with:
+// the admin token (or the viewer token), the --url and --actor flags, and
+// the output the terminal takes.
+func (m *Main) newClient(cmd *command, g *globals) (*client, *usageError) {
 	token := m.Env("TANDEM_ADMIN_TOKEN")
 	if token == "" {
 		// A read-only operator holds the viewer token only; changes are
@@ -211,11 +222,11 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		token = m.Env("TANDEM_VIEWER_TOKEN")
 	}
 	if token == "" && !cmd.local {
-		return m.usage(&usageError{msg: "TANDEM_ADMIN_TOKEN is not set (or TANDEM_VIEWER_TOKEN, read-only)", usage: cmd.usage})
+		return nil, &usageError{msg: "TANDEM_ADMIN_TOKEN is not set (or TANDEM_VIEWER_TOKEN, read-only)", usage: cmd.usage}
 	}
 	base, err := normalizeURL(g.url)
 	if err != nil {
-		return m.usage(&usageError{msg: err.Error(), usage: cmd.usage})
+		return nil, &usageError{msg: err.Error(), usage: cmd.usage}
 	}
 	hc := m.HTTPClient
 	if hc == nil {
@@ -235,8 +246,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	if m.Interactive != nil && m.Stdin != nil && m.Interactive() {
 		c.confirm = func(question string) bool { return confirm(m.Stdin, m.Stderr, question) }
 	}
-
-	return m.finish(cmd, run(ctx, c, pos))
+	return c, nil
 }
 
 // finish turns what a command returned into its exit code, telling the
