@@ -245,14 +245,7 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 			if *format != "" || *limit != 0 {
 				return usagef("--group takes neither --format nor --limit")
 			}
-			show := func(ctx context.Context) error {
-				var ans divergenceSummary
-				if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences/summary", q, nil, &ans); !ok {
-					return err
-				}
-				printDivergenceGroups(c.stdout, ans)
-				return nil
-			}
+			show := showDivergenceGroups(c, q)
 			if *watch {
 				return watchPods(ctx, c, *interval, show)
 			}
@@ -274,20 +267,39 @@ func divergencesCmd(fs *flag.FlagSet) runFunc {
 		default:
 			return usagef("--format must be csv or jsonl, got %q", *format)
 		}
-		show := func(ctx context.Context) error {
-			var ans struct {
-				Divergences []tandem.ExplainedDivergence `json:"divergences"`
-			}
-			if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
-				return err
-			}
-			printDivergences(c.stdout, ans.Divergences)
-			return nil
-		}
+		show := showDivergences(c, q)
 		if *watch {
 			return watchPods(ctx, c, *interval, show)
 		}
 		return show(ctx)
+	}
+}
+
+// showDivergenceGroups returns a show of the divergences that q selects,
+// grouped by pod, kind, op and position.
+func showDivergenceGroups(c *client, q url.Values) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var ans divergenceSummary
+		if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences/summary", q, nil, &ans); !ok {
+			return err
+		}
+		printDivergenceGroups(c.stdout, ans)
+		return nil
+	}
+}
+
+// showDivergences returns a show of the divergences that q selects, one
+// by one.
+func showDivergences(c *client, q url.Values) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var ans struct {
+			Divergences []tandem.ExplainedDivergence `json:"divergences"`
+		}
+		if ok, err := c.call(ctx, http.MethodGet, "/admin/divergences", q, nil, &ans); !ok {
+			return err
+		}
+		printDivergences(c.stdout, ans.Divergences)
+		return nil
 	}
 }
 
