@@ -43,11 +43,11 @@ type Op string
 
 // Operations that are dual-written and compared.
 const (
-	OpReserve  Op = "reserve"
-	OpClaim    Op = "claim"
-	OpRelease  Op = "release"
-	OpSetStock Op = "set_on_hand"
-	OpAudit    Op = "audit"
+	OpReserve   Op = "reserve"
+	OpClaim     Op = "claim"
+	OpRelease   Op = "release"
+	OpSetOnHand Op = "set_on_hand"
+	OpAudit     Op = "audit"
 )
 
 // OutcomeStatus is what a store answered to one operation: a reservation

@@ -27,7 +27,7 @@ func sampleFile(tb testing.TB) ([]byte, capture.File) {
 				Lines:  []tandem.LineRequest{{ItemID: 100, Quantity: 2, GroupIDs: []int64{1, 2}}},
 				Status: tandem.StatusOf(tandem.StatusReserved), Granted: []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}},
 			{Offset: 2 * time.Millisecond, Op: tandem.OpClaim, ShopID: 1, CartToken: "c-1", Status: tandem.StatusOf(tandem.StatusClaimed)},
-			{Offset: 3 * time.Millisecond, Op: tandem.OpSetStock, ShopID: 1, Key: &tandem.Key{ShopID: 1, ItemID: 100, GroupID: 1}, OnHand: 9, Status: tandem.OutcomeOK},
+			{Offset: 3 * time.Millisecond, Op: tandem.OpSetOnHand, ShopID: 1, Key: &tandem.Key{ShopID: 1, ItemID: 100, GroupID: 1}, OnHand: 9, Status: tandem.OutcomeOK},
 		},
 		End: capture.End{Ops: 3, Dropped: 1, EndedAt: at.Add(time.Second), Ended: "duration"},
 	}

@@ -299,7 +299,7 @@ func (c *run) record(op tandem.TrafficOp) Op {
 	}
 	rec := Op{Offset: off, Op: op.Op, ShopID: op.ShopID, CartToken: op.CartToken, Lines: op.Lines, TTL: op.TTL,
 		Status: op.Status, Granted: op.Granted, Latency: op.Latency}
-	if op.Op == tandem.OpSetStock {
+	if op.Op == tandem.OpSetOnHand {
 		k := op.Key
 		rec.Key, rec.OnHand = &k, op.OnHand
 	}

@@ -507,7 +507,7 @@ func (r *Router) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (*
 		} else {
 			inv.Stores[shadow.Name()] = tandem.StoreCounters{Available: sc.Available, Reserved: sc.Reserved}
 		}
-		r.record(mode, tandem.OpSetStock, key.ShopID, "", primary, so, timedOut, verdict{})
+		r.record(mode, tandem.OpSetOnHand, key.ShopID, "", primary, so, timedOut, verdict{})
 	}
 	return inv, nil
 }

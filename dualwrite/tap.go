@@ -40,7 +40,7 @@ func (r *Router) tapStock(key tandem.Key, onHand int64, at time.Time, err error)
 	if r.Tap == nil {
 		return
 	}
-	op := tandem.TrafficOp{Op: tandem.OpSetStock, ShopID: key.ShopID, Key: key, OnHand: onHand, At: at, Latency: time.Since(at)}
+	op := tandem.TrafficOp{Op: tandem.OpSetOnHand, ShopID: key.ShopID, Key: key, OnHand: onHand, At: at, Latency: time.Since(at)}
 	op.Status = tandem.OutcomeOK
 	if err != nil {
 		op.Status = tandem.OutcomeStatus(tandem.ErrorCode(err))

@@ -156,7 +156,7 @@ func do(ctx context.Context, s tandem.ReservationStore, op *capture.Op) tandem.O
 		res, err = s.Claim(ctx, op.ShopID, op.CartToken)
 	case tandem.OpRelease:
 		res, err = s.Release(ctx, op.ShopID, op.CartToken)
-	case tandem.OpSetStock:
+	case tandem.OpSetOnHand:
 		if op.Key == nil {
 			return tandem.EINVALID
 		}

@@ -125,7 +125,7 @@ type Point struct {
 }
 
 // opOrder is the order of the per-op table.
-var opOrder = []tandem.Op{tandem.OpReserve, tandem.OpClaim, tandem.OpRelease, tandem.OpSetStock}
+var opOrder = []tandem.Op{tandem.OpReserve, tandem.OpClaim, tandem.OpRelease, tandem.OpSetOnHand}
 
 // granted reports whether a status is a store's yes to the op.
 func granted(op tandem.Op, st tandem.OutcomeStatus) bool {
