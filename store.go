@@ -66,12 +66,12 @@ type ReservationStore interface {
 
 // ShadowStore is a store a pod's router runs on either side: as the source
 // of truth that answers the buyer or as the shadow that follows it, and
-// swaps between the two at a flip or a kill switch. It is one
-// contract because both engines implement every part of it: the router
-// converges a shadow to its authority (Discarder, Ender, Placer,
-// ClaimSettler, Follower), audits and recounts it (Recounter), backfills,
-// resyncs and rebuilds it (Resyncer, ShopRebuilder, Tombstoner), whichever engine it
-// is; nothing falls back when a part is missing. A store that wraps
+// swaps between the two at a flip or a kill switch. It is one contract
+// because both engines implement every part of it: the router converges a
+// shadow to its authority (Discarder, CartEnder, HoldPlacer, ClaimSettler,
+// OnHandFollower), audits and recounts it (Recounter), backfills, resyncs
+// and rebuilds it (Resyncer, ShopRebuilder, Tombstoner), whichever engine
+// it is; nothing falls back when a part is missing. A store that wraps
 // another (fault injection, instrumentation) forwards all of it, and says
 // so with a `var _ tandem.ShadowStore` check beside it.
 //
@@ -85,9 +85,9 @@ type ReservationStore interface {
 type ShadowStore interface {
 	ReservationStore
 	Discarder
-	Ender
-	Follower
-	Placer
+	CartEnder
+	OnHandFollower
+	HoldPlacer
 	ClaimSettler
 	Recounter
 	Resyncer
@@ -106,12 +106,12 @@ type Discarder interface {
 	Discard(ctx context.Context, shopID int64, cartToken string) error
 }
 
-// Ender is a store that can record a cart as another store ended it. The
-// router converges a store to a cart its authority released or let expire
-// with it: the token must stay known as ended there too, or that store,
-// once it answers the buyer (a flip, a kill switch), would reserve the
-// token again where the authority answers conflict.
-type Ender interface {
+// CartEnder is a store that can record a cart as another store ended it.
+// The router converges a store to a cart its authority released or let
+// expire with it: the token must stay known as ended there too, or that
+// store, once it answers the buyer (a flip, a kill switch), would reserve
+// the token again where the authority answers conflict.
+type CartEnder interface {
 	// End makes the store show the cart ended with ended.Status
 	// (StatusReleased or StatusExpired): a hold it has returns its units
 	// to stock and takes that status, and a cart it never saw is recorded
@@ -141,11 +141,11 @@ type Tombstoner interface {
 	Tombstone(ctx context.Context, ended []Reservation) (int, error)
 }
 
-// Follower is a store that can follow a stock count that the source of
-// truth has just written to the ledger, without writing the ledger itself:
-// a shadow writing the ledger again would put back an on_hand that a claim
-// committed in between had already lowered.
-type Follower interface {
+// OnHandFollower is a store that can follow a stock count that the source
+// of truth has just written to the ledger, without writing the ledger
+// itself: a shadow writing the ledger again would put back an on_hand that
+// a claim committed in between had already lowered.
+type OnHandFollower interface {
 	// FollowOnHand makes the store's sellable count for key follow the
 	// ledger's new on_hand. delta is the change the source of truth made
 	// to the ledger (onHand less the on_hand it replaced): a store that
@@ -157,10 +157,10 @@ type Follower interface {
 	FollowOnHand(ctx context.Context, key Key, onHand, delta int64) (*Counters, error)
 }
 
-// Placer is a store that can take a hold exactly as another store holds it:
-// the same lines in the same groups, the same expiry. The router converges
-// a shadow to its source of truth with it.
-type Placer interface {
+// HoldPlacer is a store that can take a hold exactly as another store holds
+// it: the same lines in the same groups, the same expiry. The router
+// converges a shadow to its source of truth with it.
+type HoldPlacer interface {
 	// Place holds every line of hold in its group, or nothing. The hold
 	// keeps no request fingerprint: a retried reserve matches it by items,
 	// quantities and groups, so the buyer's identical retry after a flip

@@ -12,14 +12,14 @@ import (
 )
 
 var (
-	_ tandem.Follower = (*Store)(nil)
-	_ tandem.Placer   = (*Store)(nil)
-	_ tandem.DirtyLog = (*Store)(nil)
+	_ tandem.OnHandFollower = (*Store)(nil)
+	_ tandem.HoldPlacer     = (*Store)(nil)
+	_ tandem.DirtyLog       = (*Store)(nil)
 )
 
-// FollowOnHand implements tandem.Follower. The ledger is this store's own
-// table: the source of truth's write (Ledger.SetOnHand) already moved the
-// unpooled count in the same transaction, so following is reading back,
+// FollowOnHand implements tandem.OnHandFollower. The ledger is this store's
+// own table: the source of truth's write (Ledger.SetOnHand) already moved
+// the unpooled count in the same transaction, so following is reading back,
 // and a conflict is a position whose holds exceed the new on_hand. delta is
 // not needed: the count is the ledger's own.
 func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand, delta int64) (*tandem.Counters, error) {
@@ -33,10 +33,10 @@ func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand, delta 
 	return c, nil
 }
 
-// Place implements tandem.Placer: the router converges a MySQL shadow to a
-// hold its source of truth granted. The hold is taken like a reserve whose
-// every line names only the hold's group, with no fingerprint, so that the
-// buyer's own retry matches it.
+// Place implements tandem.HoldPlacer: the router converges a MySQL shadow
+// to a hold its source of truth granted. The hold is taken like a reserve
+// whose every line names only the hold's group, with no fingerprint, so
+// that the buyer's own retry matches it.
 func (s *Store) Place(ctx context.Context, hold tandem.Reservation) (*tandem.Reservation, error) {
 	req := pinnedRequest(hold)
 	if err := req.Validate(); err != nil {

@@ -19,13 +19,13 @@ const (
 )
 
 var (
-	_ tandem.Ender        = (*Store)(nil)
+	_ tandem.CartEnder    = (*Store)(nil)
 	_ tandem.ClaimSettler = (*Store)(nil)
 	_ tandem.Tombstoner   = (*Store)(nil)
 )
 
-// End implements tandem.Ender: the router calls it on a copy of a cart its
-// authority released or let expire. Lock order as Release: header, then
+// End implements tandem.CartEnder: the router calls it on a copy of a cart
+// its authority released or let expire. Lock order as Release: header, then
 // ledger rows, then pool rows. A cart this store never saw gets a header
 // and unheld lines only (no ledger or pool row is touched); a reserve of
 // the same token racing it loses on the header's primary key, or wins it

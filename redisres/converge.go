@@ -12,10 +12,10 @@ import (
 )
 
 var (
-	_ tandem.Follower     = (*Store)(nil)
-	_ tandem.Placer       = (*Store)(nil)
-	_ tandem.ClaimSettler = (*Store)(nil)
-	_ tandem.Recounter    = (*Store)(nil)
+	_ tandem.OnHandFollower = (*Store)(nil)
+	_ tandem.HoldPlacer     = (*Store)(nil)
+	_ tandem.ClaimSettler   = (*Store)(nil)
+	_ tandem.Recounter      = (*Store)(nil)
 )
 
 // followSrc makes a counter follow a stock count that the source of truth
@@ -77,9 +77,9 @@ var (
 	settleClaimScript = redis.NewScript(settleClaimSrc)
 )
 
-// FollowOnHand implements tandem.Follower: on_hand and available move by
-// delta, the change the source of truth made to the ledger, in one script;
-// the ledger is not written.
+// FollowOnHand implements tandem.OnHandFollower: on_hand and available move
+// by delta, the change the source of truth made to the ledger, in one
+// script; the ledger is not written.
 func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand, delta int64) (res *tandem.Counters, err error) {
 	defer s.observe("follow_on_hand", time.Now(), &err)
 	if err := validateKey(key); err != nil {
@@ -132,9 +132,9 @@ func (s *Store) Recount(ctx context.Context, key tandem.Key) (res *tandem.Counte
 	return c, err
 }
 
-// Place implements tandem.Placer with the reserve script: each line names
-// only the hold's group, the expiry is the hold's, and the fingerprint is
-// the hold's shape, which the buyer's own retry matches.
+// Place implements tandem.HoldPlacer with the reserve script: each line
+// names only the hold's group, the expiry is the hold's, and the
+// fingerprint is the hold's shape, which the buyer's own retry matches.
 func (s *Store) Place(ctx context.Context, hold tandem.Reservation) (res *tandem.Reservation, err error) {
 	defer s.observe("place", time.Now(), &err)
 	req := tandem.ReserveRequest{CartToken: hold.CartToken, ShopID: hold.ShopID, Lines: make([]tandem.LineRequest, len(hold.Lines))}

@@ -11,7 +11,7 @@ import (
 	"github.com/tandemhq/tandem"
 )
 
-var _ tandem.Ender = (*Store)(nil)
+var _ tandem.CartEnder = (*Store)(nil)
 
 // endSrc records a cart as another store ended it (released or expired): a
 // hold Redis has returns its units to its counters and takes that status,
@@ -58,7 +58,7 @@ return {'ended'}
 
 var endScript = redis.NewScript(endSrc)
 
-// End implements tandem.Ender.
+// End implements tandem.CartEnder.
 func (s *Store) End(ctx context.Context, ended tandem.Reservation) (err error) {
 	defer s.observe("end", time.Now(), &err)
 	if ended.Status != tandem.StatusReleased && ended.Status != tandem.StatusExpired {

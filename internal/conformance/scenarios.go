@@ -217,13 +217,13 @@ func reserveFinishedToken(f *fixture) {
 }
 
 // endRecordsEndedCart: a store that can record a cart as another store
-// ended it (tandem.Ender) keeps the token of a cart it never saw as ended
-// without touching stock, so that it never reserves the token again; a
-// hold it has is returned to stock; a claimed cart is never ended.
+// ended it (tandem.CartEnder) keeps the token of a cart it never saw as
+// ended without touching stock, so that it never reserves the token again;
+// a hold it has is returned to stock; a claimed cart is never ended.
 func endRecordsEndedCart(f *fixture) {
-	e, ok := f.s.(tandem.Ender)
+	e, ok := f.s.(tandem.CartEnder)
 	if !ok {
-		f.t.Skipf("%s records no ended cart (not a tandem.Ender)", f.s.Name())
+		f.t.Skipf("%s records no ended cart (not a tandem.CartEnder)", f.s.Name())
 	}
 	f.stock(1, 1, 10)
 	two := tandem.Line{ItemID: 1, Quantity: 2, GroupID: 1}
@@ -330,9 +330,9 @@ func tombstoneRecordsUnknownCarts(f *fixture) {
 // a flip answers what the buyer was answered; the same for a cart it has
 // ended already.
 func endShowsTheEndersLines(f *fixture) {
-	e, ok := f.s.(tandem.Ender)
+	e, ok := f.s.(tandem.CartEnder)
 	if !ok {
-		f.t.Skipf("%s records no ended cart (not a tandem.Ender)", f.s.Name())
+		f.t.Skipf("%s records no ended cart (not a tandem.CartEnder)", f.s.Name())
 	}
 	f.stock(1, 1, 5)
 	f.stock(1, 2, 5)

@@ -447,7 +447,7 @@ func soloErr(op string) error {
 // Discard implements tandem.Discarder: EUNAVAILABLE.
 func (Solo) Discard(context.Context, int64, string) error { return soloErr("discard") }
 
-// End implements tandem.Ender: EUNAVAILABLE.
+// End implements tandem.CartEnder: EUNAVAILABLE.
 func (Solo) End(context.Context, tandem.Reservation) error { return soloErr("end") }
 
 // Tombstone implements tandem.Tombstoner: EUNAVAILABLE.
@@ -455,12 +455,12 @@ func (Solo) Tombstone(context.Context, []tandem.Reservation) (int, error) {
 	return 0, soloErr("tombstone")
 }
 
-// FollowOnHand implements tandem.Follower: EUNAVAILABLE.
+// FollowOnHand implements tandem.OnHandFollower: EUNAVAILABLE.
 func (Solo) FollowOnHand(context.Context, tandem.Key, int64, int64) (*tandem.Counters, error) {
 	return nil, soloErr("follow on_hand")
 }
 
-// Place implements tandem.Placer: EUNAVAILABLE.
+// Place implements tandem.HoldPlacer: EUNAVAILABLE.
 func (Solo) Place(context.Context, tandem.Reservation) (*tandem.Reservation, error) {
 	return nil, soloErr("place")
 }
