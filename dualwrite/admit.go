@@ -88,11 +88,11 @@ type op struct {
 	link chan struct{} // closed when the SoT call is done; nil when the op is not in the cart's order
 	refs atomic.Int32
 	// order is the cart's order the op counts in (nil for reads and stock
-	// counts); flux, when not nil, is closed once the cart's operations
-	// admitted under another SoT, in flight at this one's admission, have
-	// all finished.
-	order *cartOrder
-	flux  <-chan struct{}
+	// counts); prevSoTDone, when not nil, is closed once the cart's
+	// operations admitted under another SoT, in flight at this one's
+	// admission, have all finished.
+	order       *cartOrder
+	prevSoTDone <-chan struct{}
 
 	mode   tandem.Mode
 	sot    tandem.ShadowStore
@@ -124,10 +124,10 @@ func FenceWait(shadowTimeout time.Duration) time.Duration {
 // let a request through before the operations it should follow were done.
 func (r *Router) FenceTimeouts() int64 { return r.fenced.Load() }
 
-// FluxWaits returns how many operations found their cart with work of
+// PrevSoTWaits returns how many operations found their cart with work of
 // another SoT still in flight (a fence had run out) and waited for it
 // before their SoT answered (catchUp).
-func (r *Router) FluxWaits() int64 { return r.fluxWaits.Load() }
+func (r *Router) PrevSoTWaits() int64 { return r.prevSoTWaits.Load() }
 
 // admit admits an operation under the effective mode, after the previous
 // SoT's operations are done (if the SoT changed) and, when ck is set, after
@@ -203,7 +203,7 @@ func (r *Router) admitWith(ctx context.Context, ck *cartKey, register bool, keys
 					if c.idle[1-i] == nil {
 						c.idle[1-i] = make(chan struct{})
 					}
-					o.flux = c.idle[1-i]
+					o.prevSoTDone = c.idle[1-i]
 				}
 			}
 		}
@@ -345,8 +345,8 @@ func (r *Router) routeMode() tandem.Mode {
 // answers for the cart. Two things can leave it behind, both known from
 // the cart's own state, so an ordinary cart pays no read:
 //
-//   - the cart has operations of the previous SoT in flight (o.flux: the
-//     fence at the flip ran out): their shadow jobs are what copies their
+//   - the cart has operations of the previous SoT in flight (o.prevSoTDone:
+//     the fence at the flip ran out): their shadow jobs are what copies their
 //     outcome into this SoT, so the operation waits for them, at most
 //     fenceWait, and is answered 503 when they do not finish by then (the
 //     SoT's view of the cart may be wrong; nothing has changed);
@@ -361,8 +361,8 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	if o.ck.token == "" || o.shadow == nil {
 		return nil
 	}
-	if o.flux != nil {
-		if err := r.waitFlux(ctx, o); err != nil {
+	if o.prevSoTDone != nil {
+		if err := r.waitPrevSoT(ctx, o); err != nil {
 			return err
 		}
 	}
@@ -373,20 +373,20 @@ func (r *Router) catchUp(ctx context.Context, o *op) error {
 	return nil
 }
 
-// waitFlux waits, at most fenceWait, until the cart's operations admitted
+// waitPrevSoT waits, at most fenceWait, until the cart's operations admitted
 // under another SoT than o's have finished (their SoT calls, shadow jobs
 // and convergence). It returns EUNAVAILABLE when they have not.
-func (r *Router) waitFlux(ctx context.Context, o *op) error {
+func (r *Router) waitPrevSoT(ctx context.Context, o *op) error {
 	select {
-	case <-o.flux:
+	case <-o.prevSoTDone:
 		return nil
 	default:
 	}
-	r.fluxWaits.Add(1)
+	r.prevSoTWaits.Add(1)
 	t := time.NewTimer(r.fenceWait())
 	defer t.Stop()
 	select {
-	case <-o.flux:
+	case <-o.prevSoTDone:
 		return nil
 	case <-t.C:
 	case <-ctx.Done():

@@ -77,8 +77,8 @@ func TestRouter_FenceRunsOutOnCartInFlight(t *testing.T) {
 				t.Fatalf("reserve of the held token with another request once the fence ran out: got %+v, %v, want %s",
 					a.res, a.err, tandem.ECONFLICT)
 			}
-			if p.FluxWaits() == 0 {
-				t.Errorf("flux waits: got 0, want the second reserve to have waited for the cart's work of the old SoT")
+			if p.PrevSoTWaits() == 0 {
+				t.Errorf("previous-SoT waits: got 0, want the second reserve to have waited for the cart's work of the old SoT")
 			}
 			// The hold the old SoT granted is the one the new SoT sells.
 			res, err := p.Claim(ctx, 12, "held")

@@ -140,11 +140,11 @@ type Router struct {
 	linesMu sync.Mutex
 	// shadowCarts holds, per cart, the completion of its latest shadow job
 	// (with repair), for the order of the shadow's operations.
-	shadowCarts map[cartKey]chan struct{}
-	fenced      atomic.Int64 // fences that ran out of time
-	fluxWaits   atomic.Int64 // operations that waited for their cart's work of another SoT
-	closed      atomic.Bool
-	closeMux    sync.Mutex
+	shadowCarts  map[cartKey]chan struct{}
+	fenced       atomic.Int64 // fences that ran out of time
+	prevSoTWaits atomic.Int64 // operations that waited for their cart's work of another SoT
+	closed       atomic.Bool
+	closeMux     sync.Mutex
 	// stop ends the background work Open started (nil before it and after
 	// Close); guarded by closeMux.
 	stop context.CancelFunc

@@ -226,8 +226,8 @@ func TestLinearizable_RouterFlips(t *testing.T) {
 	// Convergences of carts whose copy failed or timed out (a loaded
 	// machine): a failed one leaves the new SoT behind for other carts of
 	// the position until a later one lands.
-	t.Logf("flips during the run: %v; fence timeouts %d, flux waits %d; convergences %v; outcomes %v",
-		flips, p.router.FenceTimeouts(), p.router.FluxWaits(), p.router.ConvergeStats().Results, h.Outcomes)
+	t.Logf("flips during the run: %v; fence timeouts %d, previous-SoT waits %d; convergences %v; outcomes %v",
+		flips, p.router.FenceTimeouts(), p.router.PrevSoTWaits(), p.router.ConvergeStats().Results, h.Outcomes)
 	if len(flips) < 3 {
 		t.Errorf("got %d flips during the run, want at least 3 (the run was too short)", len(flips))
 	}

@@ -45,7 +45,7 @@ var (
 		"Redis client pool hits, misses and timeouts of a pod.", []string{"pod", "event"}, nil)
 	descFenceTimeouts = prometheus.NewDesc("tandem_router_fence_timeouts_total",
 		"Requests that went through a source-of-truth change before the work admitted under the old source of truth had finished (the fence's bound ran out).", []string{"pod"}, nil)
-	descFluxWaits = prometheus.NewDesc("tandem_router_flux_waits_total",
+	descPrevSoTWaits = prometheus.NewDesc("tandem_router_flux_waits_total",
 		"Requests whose cart still had work of the old source of truth in flight after a fence ran out, and that waited for it before the new source of truth answered.", []string{"pod"}, nil)
 	descDirtyCarts = prometheus.NewDesc("tandem_shadow_dirty_carts",
 		"Carts whose shadow copy waits to be converged to the store that answered the buyer.", []string{"pod"}, nil)
@@ -61,7 +61,7 @@ type controlCollector struct{ m *Main }
 func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPodMode, descPodSoT, descKill, descVersion, descComparisons,
 		descDivergences, descContention, descContentionRate, descSoTErrors, descStoreLatency, descDivQueued, descDivPersisted, descDivDropped,
-		descRedisPool, descRedisPoolEvents, descFenceTimeouts, descFluxWaits, descDirtyCarts, descConvergences} {
+		descRedisPool, descRedisPoolEvents, descFenceTimeouts, descPrevSoTWaits, descDirtyCarts, descConvergences} {
 		ch <- d
 	}
 }
@@ -101,7 +101,7 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descStoreLatency, l.P99/1000, name, store, "0.99")
 		}
 		counter(descFenceTimeouts, float64(p.router.FenceTimeouts()), name)
-		counter(descFluxWaits, float64(p.router.FluxWaits()), name)
+		counter(descPrevSoTWaits, float64(p.router.PrevSoTWaits()), name)
 		cs := p.router.ConvergeStats()
 		gauge(descDirtyCarts, float64(cs.Dirty), name)
 		for _, res := range []dualwrite.ConvergeResult{dualwrite.ConvergeEqual, dualwrite.ConvergeRepaired,
