@@ -18,9 +18,9 @@ import (
 //     after the previous shadow job, see goShadow). Otherwise a claim or
 //     release racing the cart's reserve finds nothing in the SoT (the
 //     reserve has not landed), is answered from the other store's copy
-//     ("honoured"), and leaves the SoT holding a cart the buyer was told is
-//     claimed or released. Checkout operates on one cart from one buyer, a
-//     payment apart: the wait is almost always nil.
+//     (earlierSoTAnswers), and leaves the SoT holding a cart the buyer was
+//     told is claimed or released. Checkout operates on one cart from one
+//     buyer, a payment apart: the wait is almost always nil.
 //
 //   - Per SoT (the fence): operations are admitted in epochs of one SoT.
 //     When the effective SoT changes (a mode flip, the kill switch), a new

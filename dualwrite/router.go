@@ -401,27 +401,27 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	// With a shadow, the shadow's own operation already did; without one,
 	// ask the other store now, bounded by the shadow timeout.
 	if shadow != nil {
-		if a, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && honoured(op, a.outcome) {
+		if a, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && earlierSoTAnswers(op, a.outcome) {
 			return r.stamp(a.res, shadow.Name()), a.err
 		}
 		return r.stamp(res, sot.Name()), err
 	}
 	if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
-		if honoured(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
+		if earlierSoTAnswers(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 			return r.stamp(ores, o.Name()), oerr
 		}
 	}
 	return r.stamp(res, sot.Name()), err
 }
 
-// honoured reports whether the other store's answer to a cart the SoT does
-// not know is a definite answer about a hold that store really granted
-// (reserved under an earlier SoT, before a flip or a kill switch), so that it
-// is the buyer's answer. A copy of a hold the SoT refused is discarded by
-// convergence, and until then the cart is dirty with the SoT as its
-// authority, which suspect checks before the other store is asked.
-func honoured(op tandem.Op, o tandem.Outcome) bool {
+// earlierSoTAnswers reports whether the other store's answer to a cart the
+// SoT does not know is a definite answer about a hold that store really
+// granted (reserved under an earlier SoT, before a flip or a kill switch),
+// so that it is the buyer's answer. A copy of a hold the SoT refused is
+// discarded by convergence, and until then the cart is dirty with the SoT
+// as its authority, which suspect checks before the other store is asked.
+func earlierSoTAnswers(op tandem.Op, o tandem.Outcome) bool {
 	if o.Failed() {
 		return false
 	}
@@ -432,7 +432,7 @@ func honoured(op tandem.Op, o tandem.Outcome) bool {
 	return true
 }
 
-// opGet names Get for honoured; it is not a dual-written operation.
+// opGet names Get for earlierSoTAnswers; it is not a dual-written operation.
 const opGet tandem.Op = "get"
 
 func (r *Router) fallback(ctx context.Context, s tandem.ShadowStore, shopID int64, cartToken string, f settleFunc) (*tandem.Reservation, error) {
@@ -457,7 +457,7 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 	if tandem.ErrorCode(err) == tandem.ENOTFOUND {
 		if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ShadowStore.Get)
-			if honoured(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
+			if earlierSoTAnswers(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
 				return r.stamp(ores, o.Name()), nil
 			}
 		}

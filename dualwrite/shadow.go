@@ -313,7 +313,7 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 		return verdict{}, false
 	}
 	authority, other := o.sot, o.shadow
-	if p.Status == tandem.ENOTFOUND && honoured(op, sh) {
+	if p.Status == tandem.ENOTFOUND && earlierSoTAnswers(op, sh) {
 		// The buyer was answered from the shadow's copy (a hold from an
 		// earlier SoT): that copy is the cart's truth.
 		authority, other = o.shadow, o.sot
