@@ -300,7 +300,7 @@ func pastDeadline(ctx context.Context, err error) bool {
 // contention, a match, only when the positions involved agree; a drifted
 // position makes it a divergence, recorded with the drift and recounted
 // before the cart converges. The buyer's claim overtaking the shadow's
-// copy of its own reserve is contention too (overtaken).
+// copy of its own reserve is contention too (claimedFirst).
 // A cart it cannot converge now is marked dirty; so is one whose shadow
 // answer was lost, since the lost operation may still land. A contention
 // difference that cannot be converged at once (the shadow's ledger row is
@@ -326,7 +326,7 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 	refused := op == tandem.OpReserve && (p.Status == tandem.EINSUFFICIENT || p.Status == tandem.ECONFLICT)
 	res, err := r.repair.convergeCart(ctx, o.ck, authority, other, refused && authority == o.sot)
 	r.repair.observe(res, err, 0)
-	if !boundary && op == tandem.OpReserve && !p.Failed() && r.overtaken(ctx, o, p, sh) {
+	if !boundary && op == tandem.OpReserve && !p.Failed() && r.claimedFirst(ctx, o, p, sh) {
 		v.contention = true
 	}
 	if err != nil || sh.Status == tandem.OutcomeTimeout || p.Failed() {
@@ -352,13 +352,13 @@ func (r *Router) reconcile(ctx context.Context, j *shadowJob, p, sh tandem.Outco
 	return v, false
 }
 
-// overtaken reports whether a reserve's shadow refused a hold the SoT
+// claimedFirst reports whether a reserve's shadow refused a hold the SoT
 // granted only because the buyer's claim of that cart got to the ledger
 // first: the shadow's copy landed late, found the token sold and answered
 // "already claimed". The stores saw the same two operations in different
 // orders, as at the sold-out boundary; convergence settles the copy as
 // claimed.
-func (r *Router) overtaken(ctx context.Context, o *op, p, sh tandem.Outcome) bool {
+func (r *Router) claimedFirst(ctx context.Context, o *op, p, sh tandem.Outcome) bool {
 	return p.Status.Is(tandem.StatusReserved) && sh.Status == tandem.ECONFLICT && r.repair.claimed(ctx, o.ck)
 }
 
