@@ -84,7 +84,7 @@ func (rp *repairer) convergeEnded(ctx context.Context, ck cartKey, from, to tand
 // convergeAbsent converges a cart from never holds (refused, discarded or
 // never reserved): to holds nothing for it, and forgets a copy it has (a
 // later flip must never show it to the buyer), once from is known not to
-// have lost it (knows) unless from has just refused it.
+// have lost it (checkNotWiped) unless from has just refused it.
 func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tandem.ShadowStore, have *tandem.Reservation, refused bool) (ConvergeResult, error) {
 	if have == nil || have.Status == tandem.StatusReleased || have.Status == tandem.StatusExpired {
 		return ConvergeEqual, nil
@@ -93,7 +93,7 @@ func (rp *repairer) convergeAbsent(ctx context.Context, ck cartKey, from, to tan
 		return ConvergeConflict, tandem.Errorf(tandem.ECONFLICT, "%s claimed cart %s, which %s does not hold", to.Name(), ck.token, from.Name())
 	}
 	if !refused {
-		if err := rp.knows(ctx, from, ck.shop, have.Lines); err != nil {
+		if err := rp.checkNotWiped(ctx, from, ck.shop, have.Lines); err != nil {
 			return ConvergeFailed, err
 		}
 	}
@@ -197,12 +197,13 @@ func (rp *repairer) placeRetrying(ctx context.Context, s tandem.ShadowStore, hol
 	}
 }
 
-// knows checks, before a hold is discarded because the authority never saw
-// the cart, that the authority still knows the positions the hold draws
-// from: each agrees with the ledger. A Redis that lost its data (a restart
-// without persistence) knows nothing, and its silence must not wipe the
-// other store's holds: that is resync's disaster, not convergence.
-func (rp *repairer) knows(ctx context.Context, s tandem.ShadowStore, shop int64, lines []tandem.Line) error {
+// checkNotWiped checks, before a hold is discarded because the authority
+// never saw the cart, that the authority has not lost its data: each
+// position the hold draws from agrees with the ledger. A Redis that lost
+// its data (a restart without persistence) knows nothing, and its silence
+// must not wipe the other store's holds: that is resync's disaster, not
+// convergence.
+func (rp *repairer) checkNotWiped(ctx context.Context, s tandem.ShadowStore, shop int64, lines []tandem.Line) error {
 	if rp.r.Ledger == nil || s.Name() != tandem.StoreRedis {
 		return nil // MySQL's counts are the ledger's own
 	}
