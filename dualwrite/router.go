@@ -309,9 +309,12 @@ func (r *Router) call(ctx context.Context, f func(ctx context.Context) error) er
 	return f(ctx)
 }
 
-func (r *Router) stamp(res *tandem.Reservation, sot string) *tandem.Reservation {
+// answeredBy sets on res the pod and the store whose answer it is (its
+// source_of_truth field: the SoT's, or the other store's when that store
+// held the cart from an earlier SoT).
+func (r *Router) answeredBy(res *tandem.Reservation, store string) *tandem.Reservation {
 	if res != nil {
-		res.Pod, res.SourceOfTruth = r.Pod, sot
+		res.Pod, res.SourceOfTruth = r.Pod, store
 	}
 	return res
 }
@@ -346,7 +349,7 @@ func (r *Router) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tande
 		r.Buyers.ObserveBuyer(took)
 	}
 	r.tapReserve(req, start, res, err)
-	return r.stamp(res, sot.Name()), err
+	return r.answeredBy(res, sot.Name()), err
 }
 
 // Claim settles the cart in the SoT; the ledger is deducted once whichever
@@ -394,7 +397,7 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	r.tapSettle(op, shopID, cartToken, start, res, err)
 	if tandem.ErrorCode(err) != tandem.ENOTFOUND {
-		return r.stamp(res, sot.Name()), err
+		return r.answeredBy(res, sot.Name()), err
 	}
 	// The SoT never saw this cart, but a hold from an earlier SoT (before a
 	// flip or a kill switch) may live in the other store: honour it there.
@@ -402,17 +405,17 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	// ask the other store now, bounded by the shadow timeout.
 	if shadow != nil {
 		if a, ok := job.wait(ctx, r.ShadowTimeout+50*time.Millisecond); ok && earlierSoTAnswers(op, a.outcome) {
-			return r.stamp(a.res, shadow.Name()), a.err
+			return r.answeredBy(a.res, shadow.Name()), a.err
 		}
-		return r.stamp(res, sot.Name()), err
+		return r.answeredBy(res, sot.Name()), err
 	}
 	if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 		ores, oerr := r.fallback(ctx, o, shopID, cartToken, f)
 		if earlierSoTAnswers(op, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
-			return r.stamp(ores, o.Name()), oerr
+			return r.answeredBy(ores, o.Name()), oerr
 		}
 	}
-	return r.stamp(res, sot.Name()), err
+	return r.answeredBy(res, sot.Name()), err
 }
 
 // earlierSoTAnswers reports whether the other store's answer to a cart the
@@ -458,11 +461,11 @@ func (r *Router) Get(ctx context.Context, shopID int64, cartToken string) (*tand
 		if o := r.other(sot); o != nil && !r.repair.suspect(ctx, cartKey{shopID, cartToken}, sot.Name()) {
 			ores, oerr := r.fallback(ctx, o, shopID, cartToken, tandem.ShadowStore.Get)
 			if earlierSoTAnswers(opGet, tandem.OutcomeOf(o.Name(), ores, oerr, 0)) {
-				return r.stamp(ores, o.Name()), nil
+				return r.answeredBy(ores, o.Name()), nil
 			}
 		}
 	}
-	return r.stamp(res, sot.Name()), err
+	return r.answeredBy(res, sot.Name()), err
 }
 
 // SetOnHand writes the ledger through the SoT and makes every store the mode
