@@ -212,7 +212,7 @@ func (r *Router) endDropped(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	defer r.wg.Done()
 	defer r.pending.Add(-1)
 	defer o.unref()
-	if havePrimary && !follows(j.op, p) && !p.Failed() {
+	if havePrimary && !shadowRuns(j.op, p) && !p.Failed() {
 		return // the shadow would not have followed it anyway
 	}
 	r.repair.markDirty(o.ck, o.sot.Name(), string(tandem.OutcomeDropped), false)
@@ -232,7 +232,7 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	defer o.unref()
 	defer r.dequeue(o.ck, j.line)
 	defer r.freeSlot()
-	if !havePrimary || !follows(op, p) {
+	if !havePrimary || !shadowRuns(op, p) {
 		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
 		if !havePrimary || p.Failed() {
 			// The SoT's answer was lost: it may have settled the cart.
@@ -377,19 +377,19 @@ func contention(p, sh tandem.Outcome) bool {
 	return false
 }
 
-// follows reports whether the shadow runs op once the SoT answered p: a
+// shadowRuns reports whether the shadow runs op once the SoT answered p: a
 // reserve the SoT answered (granted or refused: the shadow's answer is
 // compared), not one it could not serve (a 503 changes nothing anywhere;
 // the cart is converged once the SoT answers again, in case its work
-// landed); a claim or release as settles says.
-func follows(op tandem.Op, p tandem.Outcome) bool {
+// landed); a claim or release as shadowSettles says.
+func shadowRuns(op tandem.Op, p tandem.Outcome) bool {
 	if op == tandem.OpReserve {
 		return !p.Failed()
 	}
-	return settles(p)
+	return shadowSettles(p)
 }
 
-// settles reports whether the shadow follows a claim or release the SoT
+// shadowSettles reports whether the shadow runs a claim or release the SoT
 // answered p: only one the SoT settled (the shadow settles its copy), or a
 // cart the SoT does not know (the shadow's copy, from an earlier SoT, is
 // the buyer's answer). A cart the SoT refuses as gone or already claimed is
@@ -397,7 +397,7 @@ func follows(op tandem.Op, p tandem.Outcome) bool {
 // SoT saw expire would deduct the ledger for a sale the buyer was refused
 // (the shadow's copy expires later, having landed later), and a shadow
 // release of a cart the SoT sold would put sold units back on sale.
-func settles(p tandem.Outcome) bool {
+func shadowSettles(p tandem.Outcome) bool {
 	switch p.Status {
 	case tandem.StatusOf(tandem.StatusClaimed), tandem.StatusOf(tandem.StatusReleased), tandem.ENOTFOUND:
 		return true
