@@ -264,7 +264,7 @@ func (h *checkoutHandler) setOnHand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, inventoryJSON(inv))
+	writeJSON(w, http.StatusOK, withStoresMap(inv))
 }
 
 func (h *checkoutHandler) inventory(w http.ResponseWriter, r *http.Request) {
@@ -280,10 +280,12 @@ func (h *checkoutHandler) inventory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.logger, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, inventoryJSON(inv))
+	writeJSON(w, http.StatusOK, withStoresMap(inv))
 }
 
-func inventoryJSON(inv *tandem.Inventory) *tandem.Inventory {
+// withStoresMap returns inv with a Stores map that is never nil, so that the
+// answer shows "stores": {} rather than null.
+func withStoresMap(inv *tandem.Inventory) *tandem.Inventory {
 	if inv.Stores == nil {
 		c := *inv
 		c.Stores = map[string]tandem.StoreCounters{}
