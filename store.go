@@ -76,12 +76,10 @@ type ReservationStore interface {
 // so with a `var _ tandem.ShadowStore` check beside it.
 //
 // Optional, found by type assertion: ShopLister and HoldCounter, which
-// only redisres implements. They serve the backfill, which always copies
-// Redis into MySQL: with them, it counts each shop's holds without reading
-// them and lists a batch's holds just before it writes them; without them
-// it lists every hold once, up front, and copies from that list. MySQL is
-// never the backfill's source (the rebuild of a Redis that lost its data
-// reads MySQL's holds whole), so nothing asks it for them.
+// only redisres implements: with them the backfill (always Redis into
+// MySQL) counts and lists each batch's holds just before writing it;
+// without them it lists every hold up front. MySQL, never the backfill's
+// source, needs neither.
 type ShadowStore interface {
 	ReservationStore
 	Discarder
@@ -235,14 +233,11 @@ type DirtyCart struct {
 	// (StoreRedis or StoreMySQL): the store that answered the buyer.
 	Authority string
 	// Suspect is set when the other store's copy may be a hold the
-	// Authority refused (a reserve it refused that the other store granted,
-	// or whose copy timed out and may still land, or a difference the sweep
-	// could not explain): until converged, such a copy never answers the
-	// buyer for a cart the Authority does not know. A cart marked only
-	// because a store call failed or was dropped is not suspect: the other
-	// store's copy is of a hold the Authority granted, and answers for it
-	// when the Authority lost it (a Redis failover drops the writes a
-	// master had not yet replicated).
+	// Authority refused (or a difference the sweep could not explain): until
+	// converged, it never answers the buyer. A cart marked only because a
+	// store call failed or was dropped is not suspect: its copy is of a
+	// granted hold, and answers when the Authority lost it (a Redis
+	// failover drops the writes not yet replicated).
 	Suspect bool
 	// Since is when the cart was first marked; MarkedAt when it was last.
 	Since    time.Time

@@ -101,21 +101,10 @@ var testHookRebuildDropped func(shop int64)
 
 // rebuildShop rewrites one shop in tx: its active reservations become
 // holds, and each position keeps as many of its pool rows as it can sell,
-// the rest of on_hand unpooled. Only the excess rows are deleted, the
-// lowest ids: MariaDB's SKIP LOCKED scan skips locked records before it
-// checks the end of its range, so a run of locked rows at the top of a
-// pool sends concurrent reserves on into other positions' rows, each
-// skipping what the others lock (an avalanche of lock structs seen to
-// exhaust the buffer pool); locked rows at the bottom end the scan inside
-// the range.
-//
-// The pool rows are not locked, so a fast reserve (it takes pool rows
-// and never the ledger row) may commit while the shop is rewritten: its
-// hold survives the drop when it commits after it. unpooled is therefore
-// computed from what the position holds once the holds are written, pool
-// rows and held units read in one statement, not from the holds given: a
-// surviving hold's units are then counted once, as held, and never again
-// as unpooled (units that do not exist, sold by the next reserves).
+// the rest of on_hand unpooled (recountPosition). The pool rows are not
+// locked, so a fast reserve (it takes pool rows and never the ledger row)
+// may commit while the shop is rewritten: its hold survives the drop when
+// it commits after it.
 func (s *Store) rebuildShop(ctx context.Context, tx *sql.Tx, shop int64, holds []tandem.Reservation, now time.Time) (int, error) {
 	onHand, err := lockShopLedger(ctx, tx, shop)
 	if err != nil {
@@ -173,10 +162,14 @@ func lockShopLedger(ctx context.Context, tx *sql.Tx, shop int64) (map[tandem.Key
 	return onHand, nil
 }
 
-// recountPosition sets a rebuilt position's unpooled to what its on_hand
-// leaves once its pool rows and held units are counted, trimming the pool
-// (lowest ids) when it holds more than it can sell, and signals the
-// replenisher when units are left to pool.
+// recountPosition sets a rebuilt position's unpooled from its pool rows
+// and held units read in one statement, not from the holds given: a hold
+// that survived the drop counts once, as held, never again as unpooled
+// (units that do not exist, which the next reserves would sell).
+// Excess pool rows are trimmed lowest ids first: MariaDB's SKIP LOCKED
+// scan checks its range's end only after skipping locked records, so
+// locked rows at a pool's top send reserves on into other positions' rows
+// (an avalanche of lock structs, seen to exhaust the buffer pool).
 func (s *Store) recountPosition(ctx context.Context, tx *sql.Tx, k tandem.Key, onHand int64, now time.Time) error {
 	var pool, inHolds int64
 	if err := tx.QueryRowContext(ctx, stockSQL, k.ShopID, k.ItemID, k.GroupID, k.ShopID, k.ItemID, k.GroupID).Scan(&pool, &inHolds); err != nil {
