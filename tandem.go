@@ -33,6 +33,10 @@ const (
 	MaxOnHand       = 10_000_000
 )
 
+// DefaultTTL is how long a hold lasts when its request names no TTL and
+// reservation.default_ttl does not say otherwise.
+const DefaultTTL = 10 * time.Minute
+
 // Key names one inventory position: an item at a group of locations of a shop.
 type Key struct {
 	ShopID  int64 `json:"shop_id"`

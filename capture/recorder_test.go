@@ -160,7 +160,7 @@ func TestRecorder(t *testing.T) {
 			if op.CartToken == fmt.Sprintf("c-%d", i) || len(op.CartToken) < 10 {
 				t.Errorf("op %d: token %q is not hashed", i, op.CartToken)
 			}
-			if len(op.Lines) != 1 || op.TTL != dualwrite.DefaultTTL {
+			if len(op.Lines) != 1 || op.TTL != tandem.DefaultTTL {
 				t.Errorf("op %d: got lines %v ttl %s, want the request", i, op.Lines, op.TTL)
 			}
 		}

@@ -47,7 +47,6 @@ type Recorder interface {
 const (
 	DefaultShadowTimeout  = 250 * time.Millisecond
 	DefaultMaxInflight    = 256
-	DefaultTTL            = 10 * time.Minute
 	DefaultBackfillFollow = 10 * time.Second
 	DefaultSweepInterval  = 5 * time.Second
 	DefaultSweepDuty      = 0.25
@@ -186,7 +185,7 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ShadowStore
 		Pod: pod, Shops: shops, Redis: redis, MySQL: mysql,
 		ShadowTimeout:  DefaultShadowTimeout,
 		MaxInflight:    DefaultMaxInflight,
-		DefaultTTL:     DefaultTTL,
+		DefaultTTL:     tandem.DefaultTTL,
 		BackfillFollow: DefaultBackfillFollow,
 		SweepInterval:  DefaultSweepInterval,
 		SweepDuty:      DefaultSweepDuty,
@@ -209,7 +208,7 @@ func (r *Router) defaults() {
 		r.MaxInflight = DefaultMaxInflight
 	}
 	if r.DefaultTTL <= 0 {
-		r.DefaultTTL = DefaultTTL
+		r.DefaultTTL = tandem.DefaultTTL
 	}
 	if r.BackfillFollow <= 0 {
 		r.BackfillFollow = DefaultBackfillFollow

@@ -27,7 +27,6 @@ const MigrationsTable = "tandem_migrations"
 // Defaults of a Store's configuration.
 const (
 	DefaultPoolCap      = 1000
-	DefaultTTL          = 10 * time.Minute
 	DefaultMaxOpenConns = 32
 	// DefaultRetention is how long ended reservations are kept, as long as
 	// the Redis engine keeps its ended carts (redisres.DefaultRetention).
@@ -107,7 +106,7 @@ func NewStore(dsn string) *Store {
 	return &Store{
 		dsn:          dsn,
 		PoolCap:      DefaultPoolCap,
-		DefaultTTL:   DefaultTTL,
+		DefaultTTL:   tandem.DefaultTTL,
 		MaxOpenConns: DefaultMaxOpenConns,
 		Retention:    DefaultRetention,
 		Now:          time.Now,

@@ -15,7 +15,6 @@ import (
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/internal/memres"
 	"github.com/tandemhq/tandem/internal/testenv"
-	"github.com/tandemhq/tandem/redisres"
 )
 
 func TestStore_ListCounters(t *testing.T) {
@@ -50,7 +49,7 @@ func TestStore_CheckInvariants(t *testing.T) {
 		e.MustStock(t, k, 10)
 		e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
 		e.MustReserve(t, cartReq("c-2", line(100, 3, 1)))
-		e.Clock.Add(redisres.DefaultTTL) // due but not reaped: still held
+		e.Clock.Add(tandem.DefaultTTL) // due but not reaped: still held
 		e.WantClean(t)
 	})
 

@@ -127,7 +127,7 @@ func TestCluster_ManyShopsOnEveryMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Clock.Add(redisres.DefaultTTL)
+	e.Clock.Add(tandem.DefaultTTL)
 	if n, err := e.ExpireDue(ctx, e.Clock.Now(), 1000); n != len(shops) || err != nil {
 		t.Fatalf("expire: got %d, %v, want %d, nil", n, err, len(shops))
 	}
@@ -180,7 +180,7 @@ func TestCluster_ConcurrentReapers(t *testing.T) {
 			e.MustReserve(t, req)
 		}
 	}
-	clk.Add(redisres.DefaultTTL)
+	clk.Add(tandem.DefaultTTL)
 
 	var total atomic.Int64
 	var wg sync.WaitGroup

@@ -41,7 +41,7 @@ func TestIntegration_Lifecycle(t *testing.T) {
 	if _, err := e.Release(ctx, 1, "abandon"); err != nil {
 		t.Fatal(err)
 	}
-	e.Clock.Add(redisres.DefaultTTL)
+	e.Clock.Add(tandem.DefaultTTL)
 	if n, err := e.ExpireDue(ctx, e.Clock.Now(), 100); n != 1 || err != nil {
 		t.Fatalf("expire: got %d, %v, want 1, nil", n, err)
 	}
@@ -165,7 +165,7 @@ func TestIntegration_ConcurrentReapers(t *testing.T) {
 		}
 		e.MustReserve(t, req)
 	}
-	clk.Add(redisres.DefaultTTL)
+	clk.Add(tandem.DefaultTTL)
 
 	var total atomic.Int64
 	var wg sync.WaitGroup

@@ -19,7 +19,7 @@ func TestStore_Reserve(t *testing.T) {
 		if res.Status != tandem.StatusReserved || res.Replayed {
 			t.Errorf("got status %s replayed %v, want reserved, not replayed", res.Status, res.Replayed)
 		}
-		if want := e.Clock.Now().Add(redisres.DefaultTTL); !res.ExpiresAt.Equal(want) {
+		if want := e.Clock.Now().Add(tandem.DefaultTTL); !res.ExpiresAt.Equal(want) {
 			t.Errorf("expires_at: got %s, want %s", res.ExpiresAt, want)
 		}
 		if want := []tandem.Line{{ItemID: 100, Quantity: 2, GroupID: 1}}; !reflect.DeepEqual(res.Lines, want) {
@@ -73,9 +73,9 @@ func TestStore_Reserve(t *testing.T) {
 		}{
 			{"Claimed", func(e *env) error { _, err := e.Claim(ctx, 1, "c-1"); return err }},
 			{"Released", func(e *env) error { _, err := e.Release(ctx, 1, "c-1"); return err }},
-			{"ExpiredNotReaped", func(e *env) error { e.Clock.Add(redisres.DefaultTTL); return nil }},
+			{"ExpiredNotReaped", func(e *env) error { e.Clock.Add(tandem.DefaultTTL); return nil }},
 			{"ExpiredAndReaped", func(e *env) error {
-				e.Clock.Add(redisres.DefaultTTL)
+				e.Clock.Add(tandem.DefaultTTL)
 				_, err := e.ExpireDue(ctx, e.Clock.Now(), 10)
 				return err
 			}},

@@ -89,7 +89,7 @@ func TestStore_Claim(t *testing.T) {
 		e, _ := MustOpenStore(t)
 		e.MustStock(t, k, 10)
 		e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
-		e.Clock.Add(redisres.DefaultTTL)
+		e.Clock.Add(tandem.DefaultTTL)
 		_, err := e.Claim(ctx, 1, "c-1")
 		wantCode(t, err, tandem.EGONE)
 		e.WantLedger(t, k, 10)
@@ -217,7 +217,7 @@ func TestStore_Release(t *testing.T) {
 		e, _ := MustOpenStore(t)
 		e.MustStock(t, k, 10)
 		e.MustReserve(t, cartReq("c-1", line(100, 2, 1)))
-		e.Clock.Add(redisres.DefaultTTL)
+		e.Clock.Add(tandem.DefaultTTL)
 		_, err := e.Release(ctx, 1, "c-1")
 		wantCode(t, err, tandem.EGONE)
 		e.WantCounters(t, k, 10, 2, 8) // the reaper returns it, once
@@ -243,7 +243,7 @@ func TestStore_Get(t *testing.T) {
 		t.Errorf("got %+v, want the reservation %+v", res, first)
 	}
 	t.Run("ExpiredBeforeReaped", func(t *testing.T) {
-		e.Clock.Add(redisres.DefaultTTL)
+		e.Clock.Add(tandem.DefaultTTL)
 		e.WantStatus(t, 1, "c-1", tandem.StatusExpired)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
@@ -291,7 +291,7 @@ func TestStore_ExpireDue(t *testing.T) {
 				e.MustReserve(t, req)
 			}
 		}
-		e.Clock.Add(redisres.DefaultTTL)
+		e.Clock.Add(tandem.DefaultTTL)
 		var got []int
 		for i := 0; i < 5; i++ {
 			n, err := e.ExpireDue(ctx, e.Clock.Now(), 4)

@@ -23,7 +23,6 @@ var _ tandem.ShadowStore = (*Store)(nil)
 
 // Default settings of a new Store.
 const (
-	DefaultTTL       = 10 * time.Minute
 	DefaultRetention = 24 * time.Hour
 )
 
@@ -74,7 +73,7 @@ type Store struct {
 // ledger, with the default settings. Call Open before use.
 func NewStore(rdb redis.UniversalClient, ledger tandem.Ledger) *Store {
 	return &Store{
-		DefaultTTL: DefaultTTL,
+		DefaultTTL: tandem.DefaultTTL,
 		Retention:  DefaultRetention,
 		Now:        time.Now,
 		Logger:     zap.NewNop(),

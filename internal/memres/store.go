@@ -61,7 +61,7 @@ func NewStore(ledger *Ledger) *Store {
 		ledger = NewLedger()
 	}
 	return &Store{
-		DefaultTTL: 10 * time.Minute,
+		DefaultTTL: tandem.DefaultTTL,
 		Now:        time.Now,
 		ledger:     ledger,
 		carts:      map[cartKey]*cart{},

@@ -161,7 +161,7 @@ func DefaultConfig() Config {
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:8081",
 		Control:     ControlConfig{MySQLDSN: "root@tcp(127.0.0.1:3306)/tandem_control", RedisAddr: "127.0.0.1:6379"},
-		Reservation: ReservationConfig{DefaultTTL: 10 * time.Minute, ReaperInterval: time.Second, PoolCap: 1000},
+		Reservation: ReservationConfig{DefaultTTL: tandem.DefaultTTL, ReaperInterval: time.Second, PoolCap: 1000},
 		Rollout: RolloutConfig{
 			GateMinComparisons: 1000, GateMaxDivergenceRate: 0.001, GateWindow: 15 * time.Minute,
 			GateRequireAudit: true, AbortDivergenceRate: 0.01, AbortMinComparisons: 200, AbortWindow: time.Minute,
