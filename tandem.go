@@ -233,12 +233,14 @@ func (r *ReserveRequest) Fingerprint() string {
 }
 
 // Expiry returns when a hold taken at now for the request ends: ExpiresAt
-// when set, else now plus the request's TTL, or def when it has none.
-func (r *ReserveRequest) Expiry(now time.Time, def time.Duration) time.Time {
+// when set, else now plus the request's TTL, or DefaultTTL when it has
+// none. The router resolves a configured default before a store sees the
+// request (TTLOr), so DefaultTTL here serves the engines' direct callers.
+func (r *ReserveRequest) Expiry(now time.Time) time.Time {
 	if !r.ExpiresAt.IsZero() {
 		return r.ExpiresAt
 	}
-	return now.Add(r.TTLOr(def))
+	return now.Add(r.TTLOr(DefaultTTL))
 }
 
 // TTLOr returns the request's TTL, or def when it has none.

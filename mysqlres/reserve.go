@@ -76,7 +76,7 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 		return nil, errNotOpen
 	}
 	now := s.Now().UTC().Truncate(time.Microsecond)
-	return s.reserve(ctx, req, req.Fingerprint(), now, req.Expiry(now, s.DefaultTTL).UTC().Truncate(time.Microsecond))
+	return s.reserve(ctx, req, req.Fingerprint(), now, req.Expiry(now).UTC().Truncate(time.Microsecond))
 }
 
 // reserve holds req's lines until expires, recording fingerprint fp ("" for

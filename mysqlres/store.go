@@ -55,9 +55,6 @@ type Store struct {
 	// PoolCap is the most unit rows kept per (shop, item, group), at least
 	// 1; default 1000.
 	PoolCap int
-	// DefaultTTL is the hold time of a reserve without a TTL, above zero;
-	// default 10m.
-	DefaultTTL time.Duration
 	// MaxOpenConns bounds the engine's connection pool, at least 1;
 	// default 32.
 	MaxOpenConns int
@@ -106,7 +103,6 @@ func NewStore(dsn string) *Store {
 	return &Store{
 		dsn:          dsn,
 		PoolCap:      DefaultPoolCap,
-		DefaultTTL:   tandem.DefaultTTL,
 		MaxOpenConns: DefaultMaxOpenConns,
 		Retention:    DefaultRetention,
 		Now:          time.Now,
@@ -129,8 +125,6 @@ func (s *Store) validate() error {
 	switch {
 	case s.PoolCap < 1:
 		return tandem.Errorf(tandem.EINVALID, "mysql pool cap must be at least 1, got %d", s.PoolCap)
-	case s.DefaultTTL <= 0:
-		return tandem.Errorf(tandem.EINVALID, "mysql default TTL must be above zero, got %s", s.DefaultTTL)
 	case s.MaxOpenConns < 1:
 		return tandem.Errorf(tandem.EINVALID, "mysql max open connections must be at least 1, got %d", s.MaxOpenConns)
 	case s.MaxInflight < 0 || s.MaxInflight > s.MaxOpenConns:

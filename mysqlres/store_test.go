@@ -211,7 +211,6 @@ func TestOpen(t *testing.T) {
 	t.Run("ErrInvalidSettings", func(t *testing.T) {
 		for name, set := range map[string]func(*mysqlres.Store){
 			"PoolCap":      func(s *mysqlres.Store) { s.PoolCap = 0 },
-			"DefaultTTL":   func(s *mysqlres.Store) { s.DefaultTTL = 0 },
 			"MaxOpenConns": func(s *mysqlres.Store) { s.MaxOpenConns = 0 },
 			"NoLogger":     func(s *mysqlres.Store) { s.Logger = nil },
 		} {

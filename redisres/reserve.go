@@ -12,7 +12,7 @@ import (
 
 // reserveCall builds the reserve script's keys and arguments.
 func (s *Store) reserveCall(req tandem.ReserveRequest, now time.Time) (keys []string, args []any) {
-	exp := req.Expiry(now, s.DefaultTTL)
+	exp := req.Expiry(now)
 	keys = []string{s.cartKey(req.ShopID, req.CartToken), s.expiryKey(req.ShopID)}
 	args = []any{now.UnixMilli(), exp.UnixMilli(), req.Fingerprint(), requestShape(req), req.CartToken, len(req.Lines)}
 	for _, l := range req.Lines {

@@ -49,8 +49,6 @@ type Store struct {
 	// Prefix starts every key of the store, e.g. "tandem:pod-a:". It must
 	// not hold braces: the shop is the keys' hash tag.
 	Prefix string
-	// DefaultTTL is the hold time of a request without a TTL, above zero.
-	DefaultTTL time.Duration
 	// Retention is how long terminal (claimed, released, expired) carts are
 	// remembered for retries, above zero.
 	Retention time.Duration
@@ -73,13 +71,12 @@ type Store struct {
 // ledger, with the default settings. Call Open before use.
 func NewStore(rdb redis.UniversalClient, ledger tandem.Ledger) *Store {
 	return &Store{
-		DefaultTTL: tandem.DefaultTTL,
-		Retention:  DefaultRetention,
-		Now:        time.Now,
-		Logger:     zap.NewNop(),
-		rdb:        rdb,
-		ledger:     ledger,
-		scripts:    newScripts(),
+		Retention: DefaultRetention,
+		Now:       time.Now,
+		Logger:    zap.NewNop(),
+		rdb:       rdb,
+		ledger:    ledger,
+		scripts:   newScripts(),
 	}
 }
 
@@ -88,8 +85,6 @@ func (s *Store) validate() error {
 	switch {
 	case strings.ContainsAny(s.Prefix, "{}"):
 		return tandem.Errorf(tandem.EINVALID, "redis key prefix %q must not hold braces (the shop is the hash tag)", s.Prefix)
-	case s.DefaultTTL <= 0:
-		return tandem.Errorf(tandem.EINVALID, "redis default TTL must be above zero, got %s", s.DefaultTTL)
 	case s.Retention <= 0:
 		return tandem.Errorf(tandem.EINVALID, "redis retention must be above zero, got %s", s.Retention)
 	case s.Now == nil || s.Logger == nil:

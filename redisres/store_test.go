@@ -109,9 +109,8 @@ func TestStore_InternalErrors(t *testing.T) {
 	t.Run("ErrInvalidSettings", func(t *testing.T) {
 		e, _ := MustOpenStore(t)
 		for name, set := range map[string]func(*redisres.Store){
-			"DefaultTTL": func(s *redisres.Store) { s.DefaultTTL = 0 },
-			"Retention":  func(s *redisres.Store) { s.Retention = 0 },
-			"NoClock":    func(s *redisres.Store) { s.Now = nil },
+			"Retention": func(s *redisres.Store) { s.Retention = 0 },
+			"NoClock":   func(s *redisres.Store) { s.Now = nil },
 		} {
 			t.Run(name, func(t *testing.T) {
 				s := redisres.NewStore(e.RDB, e.Ledger)

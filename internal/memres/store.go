@@ -27,8 +27,6 @@ const StoreName = "model"
 // Holds live in the model; on_hand lives in its Ledger, which claims deduct
 // through exactly as redisres does.
 type Store struct {
-	// DefaultTTL is the hold time of a request without a TTL.
-	DefaultTTL time.Duration
 	// Now is the clock that decides whether a hold has expired.
 	Now func() time.Time
 
@@ -61,11 +59,10 @@ func NewStore(ledger *Ledger) *Store {
 		ledger = NewLedger()
 	}
 	return &Store{
-		DefaultTTL: tandem.DefaultTTL,
-		Now:        time.Now,
-		ledger:     ledger,
-		carts:      map[cartKey]*cart{},
-		held:       map[tandem.Key]int64{},
+		Now:    time.Now,
+		ledger: ledger,
+		carts:  map[cartKey]*cart{},
+		held:   map[tandem.Key]int64{},
 	}
 }
 
@@ -156,7 +153,7 @@ func (s *Store) Reserve(ctx context.Context, req tandem.ReserveRequest) (*tandem
 			CartToken: req.CartToken,
 			ShopID:    req.ShopID,
 			Status:    tandem.StatusReserved,
-			ExpiresAt: req.Expiry(now, s.DefaultTTL),
+			ExpiresAt: req.Expiry(now),
 			Lines:     lines,
 		},
 		fingerprint: req.Fingerprint(),

@@ -423,7 +423,6 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	p.reg = reg
 	p.mysql = mysqlres.NewStore(pc.MySQLDSN)
 	p.mysql.PoolCap = cfg.Reservation.PoolCap
-	p.mysql.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.mysql.MaxOpenConns = pc.MySQLMaxOpenConns
 	p.mysql.MaxInflight = pc.MySQLMaxInflight
 	p.mysql.Logger = m.Logger.With(zap.String("pod", pc.Name))
@@ -439,7 +438,6 @@ func (m *Main) openPod(ctx context.Context, pc PodConfig) (*podRuntime, error) {
 	m.closers = append(m.closers, p.rdb.Close)
 	p.redis = redisres.NewStore(p.rdb, p.mysql.Ledger())
 	p.redis.Prefix = pc.RedisPrefix
-	p.redis.DefaultTTL = cfg.Reservation.DefaultTTL
 	p.redis.Logger = p.mysql.Logger
 	p.redis.Registerer = reg
 	if err := p.redis.Open(ctx); err != nil {
