@@ -23,12 +23,13 @@ const (
 
 // Limits of a reservation request: a cart token of 1..128 characters,
 // 1..100 lines, 1..1000 units a line, 1..20 distinct groups a line, a TTL
-// of 1 s..MaxTTL (TTLSeconds).
+// of MinTTL..MaxTTL (TTLSeconds).
 const (
 	MaxCartTokenLen = 128
 	MaxLines        = 100
 	MaxQuantity     = 1000
 	MaxGroups       = 20
+	MinTTL          = time.Second
 	MaxTTL          = time.Hour
 	MaxOnHand       = 10_000_000
 )
@@ -142,8 +143,10 @@ func (r *ReserveRequest) Validate() error {
 	if r.ShopID <= 0 {
 		return Errorf(EINVALID, "shop_id must be an integer > 0")
 	}
-	if r.TTL < 0 || r.TTL > MaxTTL || (r.TTL > 0 && r.TTL < time.Second) {
-		return errTTLRange()
+	if r.TTL != 0 {
+		if err := checkTTL(r.TTL); err != nil {
+			return err
+		}
 	}
 	if len(r.Lines) < 1 || len(r.Lines) > MaxLines {
 		return Errorf(EINVALID, "lines must hold 1..%d lines, got %d", MaxLines, len(r.Lines))
@@ -177,19 +180,25 @@ func (r *ReserveRequest) Validate() error {
 	return nil
 }
 
-// TTLSeconds turns a request's ttl_seconds into the hold's TTL, or an
-// EINVALID error when it is outside 1..MaxTTL (the one TTL rule, beside
-// Validate's, for callers that read seconds off the wire and must not
-// multiply an out-of-range count into a Duration first).
-func TTLSeconds(n int64) (time.Duration, error) {
-	if n < 1 || n > int64(MaxTTL/time.Second) {
-		return 0, errTTLRange()
+// checkTTL returns an EINVALID error when ttl is outside MinTTL..MaxTTL,
+// the one TTL rule of a request (reservation.default_ttl is held to the
+// same bounds).
+func checkTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return Errorf(EINVALID, "ttl_seconds must be %d..%d", int64(MinTTL/time.Second), int64(MaxTTL/time.Second))
 	}
-	return time.Duration(n) * time.Second, nil
+	return nil
 }
 
-func errTTLRange() error {
-	return Errorf(EINVALID, "ttl_seconds must be 1..%d", int64(MaxTTL/time.Second))
+// TTLSeconds turns a request's ttl_seconds into the hold's TTL, or
+// checkTTL's error. The count is clamped just outside the range before it
+// is multiplied, so that no count off the wire overflows into range.
+func TTLSeconds(n int64) (time.Duration, error) {
+	ttl := time.Duration(min(max(n, 0), int64(MaxTTL/time.Second)+1)) * time.Second
+	if err := checkTTL(ttl); err != nil {
+		return 0, err
+	}
+	return ttl, nil
 }
 
 // ValidateCartToken checks a cart token: 1..128 of [A-Za-z0-9._:-].

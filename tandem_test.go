@@ -175,7 +175,7 @@ func FuzzCartToken(f *testing.F) {
 // wire's seconds (TTLSeconds) and from a request's Duration (Validate).
 func TestTTLSeconds(t *testing.T) {
 	maxS := int64(tandem.MaxTTL / time.Second)
-	for _, n := range []int64{0, -1, maxS + 1, 1 << 62} {
+	for _, n := range []int64{0, -1, maxS + 1, 1 << 62, -1 << 62} {
 		_, err := tandem.TTLSeconds(n)
 		if tandem.ErrorCode(err) != tandem.EINVALID {
 			t.Errorf("TTLSeconds(%d): got %v, want %s", n, err, tandem.EINVALID)

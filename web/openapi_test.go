@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -209,5 +210,41 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	if !bytes.Equal(w.Body.Bytes(), web.OpenAPI) {
 		t.Error("got a body that is not the document")
+	}
+}
+
+// TestOpenAPILimits checks that the request limits openapi.yaml states are
+// the root's (tandem.MaxTTL and the others), the one rule the server
+// enforces.
+func TestOpenAPILimits(t *testing.T) {
+	_, raw := loadOpenAPI(t)
+	schemas := raw["components"].(map[string]any)["schemas"].(map[string]any)
+	field := func(schema string, path ...string) any {
+		var v any = schemas[schema]
+		for _, p := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%s: no %s", schema, strings.Join(path, "."))
+			}
+			v = m[p]
+		}
+		return v
+	}
+	for _, c := range []struct {
+		schema string
+		path   []string
+		want   int
+	}{
+		{"ReserveRequest", []string{"properties", "ttl_seconds", "minimum"}, int(tandem.MinTTL / time.Second)},
+		{"ReserveRequest", []string{"properties", "ttl_seconds", "maximum"}, int(tandem.MaxTTL / time.Second)},
+		{"ReserveRequest", []string{"properties", "lines", "maxItems"}, tandem.MaxLines},
+		{"LineRequest", []string{"properties", "quantity", "maximum"}, tandem.MaxQuantity},
+		{"LineRequest", []string{"properties", "group_ids", "maxItems"}, tandem.MaxGroups},
+		{"CartToken", []string{"maxLength"}, tandem.MaxCartTokenLen},
+		{"OnHandRequest", []string{"properties", "on_hand", "maximum"}, tandem.MaxOnHand},
+	} {
+		if got := field(c.schema, c.path...); got != c.want {
+			t.Errorf("%s.%s: got %v, want %d", c.schema, strings.Join(c.path, "."), got, c.want)
+		}
 	}
 }

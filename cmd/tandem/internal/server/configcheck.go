@@ -40,7 +40,7 @@ func (e *configError) Error() string {
 // durationRanges are the bounds Validate holds the bounded durations to;
 // a bare number for one of them is read in the unit that fits.
 var durationRanges = map[string][2]time.Duration{
-	"reservation.default_ttl":     {time.Second, tandem.MaxTTL},
+	"reservation.default_ttl":     {tandem.MinTTL, tandem.MaxTTL},
 	"reservation.reaper_interval": {10 * time.Millisecond, time.Minute},
 	"shadow.timeout":              {time.Millisecond, 30 * time.Second},
 	"rollout.gate_window":         {time.Second, 24 * time.Hour},
