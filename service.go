@@ -261,6 +261,10 @@ type Transition struct {
 	// Resumed is how many holds an earlier, interrupted run of this copy
 	// had committed when this run started after its checkpoint.
 	Resumed int `json:"resumed,omitempty"`
+	// YieldingToBuyers is true when the copy runs gently because the pod
+	// serves buyers (one batch at a time, small batches, a paced
+	// catch-up).
+	YieldingToBuyers bool `json:"yielding_to_buyers,omitempty"`
 }
 
 // BackfillCheckpoint is how far a pod's copy has committed: every shop up

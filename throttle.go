@@ -38,6 +38,16 @@ type Throttle interface {
 	Wait(ctx context.Context, job string) error
 }
 
+// BuyerTraffic is the part of a pod's throttle that sees the pod's buyers.
+// A background job that can run gentler (one batch at a time, smaller
+// batches, paced reads) asks it whether to: on a pod serving buyers, the
+// job's bursts are what their latency tail is made of, whatever the
+// throttle's limits.
+type BuyerTraffic interface {
+	// BuyersActive reports whether the pod is serving buyers now.
+	BuyersActive() bool
+}
+
 // ThrottleState is POD.throttle: whether the pod's background work is
 // throttled now, why (in words, and the signal), and since when.
 type ThrottleState struct {

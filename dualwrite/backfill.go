@@ -61,6 +61,9 @@ type BackfillProgress struct {
 	// Batches is how many batches the copy has committed, of BatchesTotal.
 	Batches      int `json:"batches"`
 	BatchesTotal int `json:"batches_total"`
+	// YieldingToBuyers is true when the copy runs gently because the pod
+	// serves buyers (gentle).
+	YieldingToBuyers bool `json:"yielding_to_buyers,omitempty"`
 	// Err is why the last backfill failed, if it did.
 	Err string `json:"error,omitempty"`
 
@@ -87,6 +90,25 @@ const (
 	DefaultBackfillBatch   = 5000
 	DefaultBackfillWorkers = 3
 )
+
+// A copy on a pod serving buyers (tandem.BuyerTraffic, asked when the
+// copy starts) runs gently: one batch at a time of at most
+// GentleBackfillBatch holds, and its catch-up's listings paced at
+// GentleCatchUpDuty. The buyers' latency tail during a copy is made of
+// the copy's bursts, however the throttle spaces them: three batches of
+// 5,000 holds at once keep the machine's cores and the pod's MySQL busy
+// for half a second, and an unpaced listing of every hold keeps Redis busy
+// between the buyers' commands. A quiet pod copies at full speed.
+const (
+	GentleBackfillBatch = 1000
+	GentleCatchUpDuty   = 0.5
+)
+
+// gentle reports whether a copy starting now should run gently.
+func (mg *migrator) gentle() bool {
+	bt, ok := mg.r.Throttle.(tandem.BuyerTraffic)
+	return ok && bt.BuyersActive()
+}
 
 func (mg *migrator) backfillBatch() int {
 	if mg.r.BackfillBatch > 0 {
@@ -166,9 +188,14 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	}
 	sort.Slice(shops, func(i, j int) bool { return shops[i] < shops[j] })
 	lister, _ := mg.r.Redis.(tandem.ShopLister)
-	copied, err := mg.copyShops(ctx, lister, shops, counts, byShop, from, total, save)
+	gentle := mg.gentle()
+	mg.setBackfill(func(p *BackfillProgress) { p.YieldingToBuyers = gentle })
+	copied, err := mg.copyShops(ctx, lister, shops, counts, byShop, from, total, save, gentle)
 	if err != nil {
 		return copied, err
+	}
+	if gentle {
+		ctx = tandem.WithPace(ctx, GentleCatchUpDuty)
 	}
 	// Catch up: what changed in Redis during the copy (operations admitted
 	// before following began, releases and claims racing a batch, and on a
@@ -278,13 +305,19 @@ func (c *checkpoints) commit(i, n int) (tandem.BackfillCheckpoint, bool) {
 }
 
 // copyShops copies the holds of shops in batches (cutBatches) on
-// BackfillWorkers connections at once (disjoint shops: disjoint rows), and
-// says how many it copied, from.Copied included. With lister, each batch
-// copies its shops' holds as Redis lists them once the batch's shadow work
-// is paused; else byShop's. Every checkpoint reached goes to save.
+// BackfillWorkers connections at once (disjoint shops: disjoint rows), or
+// gently (see GentleBackfillBatch), and says how many it copied,
+// from.Copied included. With lister, each batch copies its shops' holds as
+// Redis lists them once the batch's shadow work is paused; else byShop's.
+// Every checkpoint reached goes to save.
 func (mg *migrator) copyShops(ctx context.Context, lister tandem.ShopLister, shops []int64, counts map[int64]int,
-	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
-	batches := cutBatches(shops, counts, mg.backfillBatch())
+	byShop map[int64][]tandem.Reservation, from tandem.BackfillCheckpoint, total int, save func(context.Context, tandem.BackfillCheckpoint) error,
+	gentle bool) (int, error) {
+	size, workers := mg.backfillBatch(), mg.backfillWorkers()
+	if gentle {
+		size, workers = min(size, GentleBackfillBatch), 1
+	}
+	batches := cutBatches(shops, counts, size)
 	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
 	for i := range ck.done {
 		ck.done[i] = -1
@@ -301,7 +334,7 @@ func (mg *migrator) copyShops(ctx context.Context, lister tandem.ShopLister, sho
 	var saveMu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range mg.backfillWorkers() {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

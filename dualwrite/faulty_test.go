@@ -30,6 +30,12 @@ type faulty struct {
 	// listing saw before it ended); listings counts its calls.
 	listed   []tandem.Reservation
 	listings atomic.Int64
+	// pacedListings counts the listings asked for paced (tandem.WithPace).
+	pacedListings atomic.Int64
+	// rebuilding is how many RebuildShops calls run, mostRebuilding the
+	// most at once, rebuildHolds the holds of each call.
+	rebuilding, mostRebuilding atomic.Int32
+	rebuildHolds               []int
 }
 
 // gate holds one operation on one cart until opened.
@@ -225,6 +231,9 @@ func (f *faulty) ActiveHolds(ctx context.Context) ([]tandem.Reservation, error) 
 	// Held (hold("active_holds", "")) after the read: the caller gets
 	// the list as it was before whatever runs meanwhile.
 	f.listings.Add(1)
+	if tandem.Paced(ctx) {
+		f.pacedListings.Add(1)
+	}
 	list, err := f.inner.ActiveHolds(ctx)
 	if err != nil {
 		return nil, err
@@ -278,6 +287,17 @@ func (f *faulty) Records(ctx context.Context, k tandem.Key) (*tandem.Records, er
 }
 
 func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem.Reservation) (int, error) {
+	n := f.rebuilding.Add(1)
+	defer f.rebuilding.Add(-1)
+	for {
+		most := f.mostRebuilding.Load()
+		if n <= most || f.mostRebuilding.CompareAndSwap(most, n) {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.rebuildHolds = append(f.rebuildHolds, len(holds))
+	f.mu.Unlock()
 	return f.inner.RebuildShops(ctx, shops, holds)
 }
 

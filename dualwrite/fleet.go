@@ -86,7 +86,8 @@ func (f *Fleet) BackfillProgress(pod string) *tandem.Transition {
 		return nil
 	}
 	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt,
-		HoldsPerSec: p.HoldsPerSec, ETASeconds: p.ETASeconds, Checkpoint: p.Checkpoint, Resumed: p.Resumed}
+		HoldsPerSec: p.HoldsPerSec, ETASeconds: p.ETASeconds, Checkpoint: p.Checkpoint, Resumed: p.Resumed,
+		YieldingToBuyers: p.YieldingToBuyers}
 }
 
 // Audit compares pod's stores with its ledger (see Router.Audit).

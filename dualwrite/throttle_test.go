@@ -2,6 +2,7 @@ package dualwrite_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +114,50 @@ func TestBackfill_CriticalLoadAborts(t *testing.T) {
 	pr := p.BackfillProgress()
 	if !strings.Contains(pr.Err, "critical load") || pr.Batches >= pr.BatchesTotal || pr.Batches == 0 {
 		t.Fatalf("progress %+v, want stopped part way with the reason", pr)
+	}
+}
+
+// buyerThrottle is a fakeThrottle that sees buyers, or none.
+type buyerThrottle struct {
+	*fakeThrottle
+	active bool
+}
+
+func (b *buyerThrottle) BuyersActive() bool { return b.active }
+
+// TestBackfill_GentleWithBuyers checks that a pod serving buyers copies
+// gently (one batch at a time, of at most GentleBackfillBatch holds, its
+// catch-up paced) and says so in its progress, and that a quiet pod copies batches of
+// BackfillBatch holds; both copies leave the stores equal.
+func TestBackfill_GentleWithBuyers(t *testing.T) {
+	for _, buyers := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Quiet", true: "Buyers"}[buyers], func(t *testing.T) {
+			g := &buyerThrottle{fakeThrottle: newFakeThrottle(), active: buyers}
+			p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) { r.Throttle = g })
+			legacyHolds(t, p, 12, 500)
+			if _, err := p.Backfill(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p.fm.mu.Lock()
+			sizes := slices.Clone(p.fm.rebuildHolds)
+			p.fm.mu.Unlock()
+			biggest := slices.Max(sizes)
+			pr := p.BackfillProgress()
+			// The catch-up lists MySQL's holds once, paced when gentle.
+			if paced, want := p.fm.pacedListings.Load(), map[bool]int64{false: 0, true: 1}[buyers]; paced != want {
+				t.Errorf("%d paced listings of mysql's holds, want %d", paced, want)
+			}
+			if buyers {
+				if biggest > dualwrite.GentleBackfillBatch || p.fm.mostRebuilding.Load() != 1 || !pr.YieldingToBuyers {
+					t.Errorf("batches of %v holds, %d at most at once, yielding %v: want at most %d holds, one at a time, yielding",
+						sizes, p.fm.mostRebuilding.Load(), pr.YieldingToBuyers, dualwrite.GentleBackfillBatch)
+				}
+			} else if biggest <= dualwrite.GentleBackfillBatch || pr.YieldingToBuyers {
+				t.Errorf("batches of %v holds, yielding %v: want batches of up to %d holds, not yielding",
+					sizes, pr.YieldingToBuyers, dualwrite.DefaultBackfillBatch)
+			}
+			p.modes.set(tandem.ModeShadow)
+			p.mustConverge(t)
+		})
 	}
 }

@@ -341,3 +341,25 @@ func TestThrottle_BuyersSlowWithoutUs(t *testing.T) {
 		}
 	})
 }
+
+// TestThrottle_BuyersActive checks the buyers' traffic a gentle copy asks
+// about: at least MinBuyerSamples reserves in the last BuyerWindow.
+func TestThrottle_BuyersActive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := mustNew(t, throttle.Config{})
+		for range throttle.DefaultMinBuyerSamples - 1 {
+			th.ObserveBuyer(time.Millisecond)
+		}
+		if th.BuyersActive() {
+			t.Fatalf("active with %d buyer samples, want at least %d", throttle.DefaultMinBuyerSamples-1, throttle.DefaultMinBuyerSamples)
+		}
+		th.ObserveBuyer(time.Millisecond)
+		if !th.BuyersActive() {
+			t.Fatalf("not active with %d buyer samples in the window", throttle.DefaultMinBuyerSamples)
+		}
+		time.Sleep(throttle.DefaultBuyerWindow + time.Millisecond)
+		if th.BuyersActive() {
+			t.Fatal("still active once the samples left the window")
+		}
+	})
+}

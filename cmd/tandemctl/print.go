@@ -88,6 +88,9 @@ func transitionProgress(t tandem.Transition) string {
 	if t.Resumed > 0 {
 		s += fmt.Sprintf(", resumed after shop %d with %d copied", t.Checkpoint, t.Resumed)
 	}
+	if t.YieldingToBuyers {
+		s += ", yielding to buyers (one small batch at a time)"
+	}
 	return s + ", started " + when(t.StartedAt) + "; the mode applies when it is done"
 }
 

@@ -56,3 +56,20 @@ func explain(ds ...tandem.Divergence) []tandem.ExplainedDivergence {
 	}
 	return out
 }
+
+// TestTransitionProgressYielding: a gentle copy says it yields to buyers,
+// beside its rate.
+func TestTransitionProgressYielding(t *testing.T) {
+	tr := tandem.Transition{To: tandem.ModeShadow, Phase: "backfill", Step: "copy", Copied: 1000, Total: 4000,
+		HoldsPerSec: 500, ETASeconds: 6, YieldingToBuyers: true}
+	got := transitionProgress(tr)
+	for _, want := range []string{"1000 of 4000 holds copied (25%)", "500 holds/s, about 6s left", "yielding to buyers"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %q, want it to say %q", got, want)
+		}
+	}
+	tr.YieldingToBuyers = false
+	if got := transitionProgress(tr); strings.Contains(got, "yielding") {
+		t.Errorf("got %q for a copy at full speed, want no yielding", got)
+	}
+}

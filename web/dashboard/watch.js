@@ -42,6 +42,7 @@ window.TandemWatch = (function () {
         (typeof t.holds_per_sec === "number" && t.holds_per_sec > 0 ? " · " + num(Math.round(t.holds_per_sec)) + " holds/s" : "") +
         (typeof t.eta_seconds === "number" && t.holds_per_sec > 0 ? " · about " + Math.round(t.eta_seconds) + " s left" : "") +
         (typeof t.resumed === "number" && t.resumed > 0 ? " · resumed after shop " + t.checkpoint : "") +
+        (t.yielding_to_buyers ? " · yielding to buyers (one small batch at a time)" : "") +
         (t.started_at ? " · since " + when(t.started_at) : ""),
       total ? el("progress", { max: String(total), value: String(copied), "aria-label": "Backfill progress" }) : null);
   }
