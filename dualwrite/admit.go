@@ -100,6 +100,9 @@ type op struct {
 	// granting is set for a reserve with a grant registered (grants.go);
 	// granted once its SoT answered reserved.
 	granting, granted bool
+	// unshadowed is set for a cart operation admitted without a shadow
+	// (counted in Router.unshadowed).
+	unshadowed bool
 }
 
 // fenceWait bounds each wait of an admission: for the previous SoT's
@@ -188,6 +191,10 @@ func (r *Router) admitWith(ctx context.Context, ck *cartKey, register bool, keys
 			c := r.carts[*ck]
 			if c != nil {
 				prev = c.last
+			}
+			if register && o.shadow == nil {
+				o.unshadowed = true
+				r.unshadowed++
 			}
 			if register {
 				if c == nil {
@@ -308,6 +315,13 @@ func (o *op) unref() {
 		close(o.ep.drained)
 		o.ep.drained = make(chan struct{})
 	}
+	if o.unshadowed {
+		r.unshadowed--
+		if r.unshadowed == 0 {
+			close(r.unshadowedIdle)
+			r.unshadowedIdle = make(chan struct{})
+		}
+	}
 	if c := o.order; c != nil {
 		i := sotIndex(o.ep.sot)
 		c.open[i]--
@@ -316,6 +330,28 @@ func (o *op) unref() {
 			c.idle[i] = nil
 		}
 		r.dropOrder(o.ck, c)
+	}
+}
+
+// awaitUnshadowed returns once every cart operation admitted without a
+// shadow has finished, or with ctx's error. A backfill calls it once it
+// follows (new operations then have a shadow): what an operation admitted
+// before did to Redis alone must be there when the copy reads Redis, since
+// nothing else brings it into MySQL. The sweep leaves a cart with an
+// operation in flight to that operation's shadow job, and these have none.
+func (r *Router) awaitUnshadowed(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		n, idle := r.unshadowed, r.unshadowedIdle
+		r.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s: waiting for the operations admitted before it: %v", r.Pod, ctx.Err())
+		}
 	}
 }
 

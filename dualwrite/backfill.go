@@ -169,11 +169,16 @@ func (mg *migrator) backfillFrom(ctx context.Context, from tandem.BackfillCheckp
 
 func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpoint, save func(context.Context, tandem.BackfillCheckpoint) error) (int, error) {
 	// Follow first: every operation admitted from now on writes MySQL too.
-	// Those admitted before may still land in Redis alone; the catch-up
-	// sweep below finds them.
+	// Those admitted before may still land in Redis alone, with no shadow
+	// job to bring them into MySQL: the copy reads Redis once they have
+	// (the catch-up sweep leaves a cart in flight to its operation's
+	// shadow job, and they have none).
 	mg.followUntil.Store(math.MaxInt64)
 	mg.inCopy.Store(true)
 	defer mg.inCopy.Store(false)
+	if err := mg.r.awaitUnshadowed(ctx); err != nil {
+		return 0, err
+	}
 	counts, byShop, err := mg.backfillPlan(ctx)
 	if err != nil {
 		return 0, err
@@ -197,10 +202,10 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	if gentle {
 		ctx = tandem.WithPace(ctx, GentleCatchUpDuty)
 	}
-	// Catch up: what changed in Redis during the copy (operations admitted
-	// before following began, releases and claims racing a batch, and on a
-	// resumed copy every change its shops saw while no copy ran) is
-	// converged hold by hold.
+	// Catch up: what changed in Redis during the copy (releases and claims
+	// racing a batch, shadow work dropped or failed, and on a resumed copy
+	// every change its shops saw while no copy ran) is converged hold by
+	// hold.
 	mg.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
 	for pass := 0; pass < 3; pass++ {
 		rep, err := mg.r.repair.sweep(ctx)

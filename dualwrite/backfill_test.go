@@ -198,6 +198,61 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 	p.mustConverge(t)
 }
 
+// TestBackfill_WaitsForUnshadowedOps: an operation admitted in mode
+// redis before the copy began following has no shadow job, so nothing but
+// the copy brings its outcome into MySQL. The copy waits for such
+// operations before it plans. A release in flight at its start, its cart
+// copied as a hold and then released in Redis alone, would leave MySQL
+// holding units nobody holds (a reserve likewise would leave MySQL without
+// a hold the buyer was granted), and the catch-up leaves such a cart to
+// its operation "in flight", which never writes MySQL.
+func TestBackfill_WaitsForUnshadowedOps(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis)
+	k := tandem.Key{ShopID: 15, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reserve(ctx, cart("leaving", 15, one(1, 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	entered, open := p.fr.hold("release", "leaving")
+	released := make(chan error, 1)
+	go func() {
+		_, err := p.Release(ctx, 15, "leaving")
+		released <- err
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Backfill(ctx)
+		done <- err
+	}()
+	// The copy follows at once, and waits for the release before it
+	// plans.
+	for p.BackfillProgress() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if pr := p.BackfillProgress(); pr.Phase != "follow" {
+		t.Errorf("the copy is in phase %q while a release admitted before it is in flight, want follow (waiting)", pr.Phase)
+	}
+	open()
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, p.mysql, 15, "leaving"); got == tandem.StatusReserved {
+		t.Errorf("mysql after the copy holds the cart Redis released meanwhile")
+	}
+	if got := p.counters(t, p.mysql, k); got.Reserved != 0 {
+		t.Errorf("mysql after the copy: got %+v, want nothing held", got)
+	}
+	p.modes.set(tandem.ModeShadow)
+	p.mustConverge(t)
+}
+
 // TestBackfill_CatchUpOfAListingRace: a catch-up pass whose differing
 // carts were all equal once read in their line (they differed only
 // between the two listings, as buyers' carts do under load) ends the

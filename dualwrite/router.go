@@ -127,6 +127,12 @@ type Router struct {
 	// SoT call of its latest admitted operation (the order of the SoT's
 	// operations) and its operations open per SoT (admit).
 	carts map[cartKey]*cartOrder
+	// unshadowed counts the cart operations admitted without a shadow
+	// (mode redis) and not finished; unshadowedIdle is closed (and
+	// replaced) each time it falls to zero. A backfill waits for them
+	// (awaitUnshadowed).
+	unshadowed     int
+	unshadowedIdle chan struct{}
 	// grants are the holds each SoT granted that the other store may not
 	// hold yet (grants.go).
 	grants grantBook
@@ -192,6 +198,7 @@ func NewRouter(pod string, shops tandem.ShopSet, redis, mysql tandem.ShadowStore
 		Now:            time.Now,
 		Logger:         nopLogger{},
 		carts:          make(map[cartKey]*cartOrder),
+		unshadowedIdle: make(chan struct{}),
 		shadowCarts:    make(map[cartKey]chan struct{}),
 	}
 	r.repair = newRepairer(r)
