@@ -31,15 +31,20 @@ const (
 	// holds are each grouped once, not counted again per position.
 	conservationSQL = "/* conn_tag='audit' */ SELECT g.shop_id, g.inventory_item_id, g.inventory_group_id, g.on_hand, g.unpooled, COALESCE(p.n, 0), COALESCE(h.held, 0) FROM ledger g LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, COUNT(*) AS n FROM unit_pool WHERE shop_id > ? AND shop_id <= ? GROUP BY shop_id, inventory_item_id, inventory_group_id) p ON p.shop_id = g.shop_id AND p.inventory_item_id = g.inventory_item_id AND p.inventory_group_id = g.inventory_group_id LEFT JOIN (SELECT shop_id, inventory_item_id, inventory_group_id, SUM(quantity) AS held FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ? GROUP BY shop_id, inventory_item_id, inventory_group_id) h ON h.shop_id = g.shop_id AND h.inventory_item_id = g.inventory_item_id AND h.inventory_group_id = g.inventory_group_id WHERE g.shop_id > ? AND g.shop_id <= ? ORDER BY g.shop_id, g.inventory_item_id, g.inventory_group_id"
 	orphansSQL      = "/* conn_tag='audit' */ SELECT DISTINCT x.shop_id, x.inventory_item_id, x.inventory_group_id, x.what FROM (SELECT shop_id, inventory_item_id, inventory_group_id, 'held units' AS what FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ? UNION ALL SELECT shop_id, inventory_item_id, inventory_group_id, 'pool rows' AS what FROM unit_pool WHERE shop_id > ? AND shop_id <= ?) x LEFT JOIN ledger g ON g.shop_id = x.shop_id AND g.inventory_item_id = x.inventory_item_id AND g.inventory_group_id = x.inventory_group_id WHERE g.shop_id IS NULL"
-	// heldFlagsSQL finds the reservations whose lines are not held exactly
-	// while they are reserved: reserved ones with a line not held (from
-	// the reserved headers), and ended ones with a line held (from the
-	// held lines, joined straight: status <> 'reserved' is a range of
-	// reservations_due too, every ended reservation, which MariaDB chose
-	// to start from when they were about as many as the holds).
-	heldFlagsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM reservations r JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status = 'reserved' AND r.shop_id > ? AND r.shop_id <= ? GROUP BY r.shop_id, r.cart_token, r.status HAVING SUM(l.held) <> COUNT(*) UNION ALL SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ?) h STRAIGHT_JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
-	// invariantPageSQL is the last shop of the page after lo: the
-	// invariantPageShops-th shop of the ledger after it.
+	// heldFlagsSQL finds the ended reservations of a page of shops with a
+	// line held, from the held lines (joined straight: status <>
+	// 'reserved' is a range of reservations_due too, every ended
+	// reservation, which MariaDB chose to start from when they were about
+	// as many as the holds).
+	heldFlagsSQL = "/* conn_tag='audit' */ SELECT r.shop_id, r.cart_token, r.status, SUM(l.held), COUNT(*) FROM (SELECT DISTINCT shop_id, cart_token FROM reservation_lines WHERE held = 1 AND shop_id > ? AND shop_id <= ?) h STRAIGHT_JOIN reservations r ON r.shop_id = h.shop_id AND r.cart_token = h.cart_token JOIN reservation_lines l ON l.shop_id = r.shop_id AND l.cart_token = r.cart_token WHERE r.status <> 'reserved' GROUP BY r.shop_id, r.cart_token, r.status"
+	// reservedHeldFirstSQL and reservedHeldNextSQL read a page of reserved
+	// headers with their held and total lines, in the order of
+	// reservations_due as ActiveHolds does (a shop range of reservations
+	// has no index that skips the ended ones, which accumulate).
+	reservedHeldFirstSQL = "/* conn_tag='audit' */ SELECT h.shop_id, h.cart_token, h.expires_at, SUM(l.held), COUNT(l.line_no) FROM (SELECT shop_id, cart_token, expires_at FROM reservations WHERE status = 'reserved' ORDER BY expires_at, shop_id, cart_token LIMIT ?) h LEFT JOIN reservation_lines l ON l.shop_id = h.shop_id AND l.cart_token = h.cart_token GROUP BY h.expires_at, h.shop_id, h.cart_token ORDER BY h.expires_at, h.shop_id, h.cart_token"
+	reservedHeldNextSQL  = "/* conn_tag='audit' */ SELECT h.shop_id, h.cart_token, h.expires_at, SUM(l.held), COUNT(l.line_no) FROM (SELECT shop_id, cart_token, expires_at FROM reservations FORCE INDEX (reservations_due) WHERE status = 'reserved' AND (expires_at > ? OR (expires_at = ? AND (shop_id > ? OR (shop_id = ? AND cart_token > ?)))) ORDER BY expires_at, shop_id, cart_token LIMIT ?) h LEFT JOIN reservation_lines l ON l.shop_id = h.shop_id AND l.cart_token = h.cart_token GROUP BY h.expires_at, h.shop_id, h.cart_token ORDER BY h.expires_at, h.shop_id, h.cart_token"
+	// invariantPageSQL is the last shop of the page of n shops after lo:
+	// the n-th shop of the ledger after it.
 	invariantPageSQL = "/* conn_tag='audit' */ SELECT MAX(shop_id) FROM (SELECT DISTINCT shop_id FROM ledger WHERE shop_id > ? ORDER BY shop_id LIMIT ?) s"
 	moreShopsSQL     = "/* conn_tag='audit' */ SELECT 1 FROM ledger WHERE shop_id > ? LIMIT 1"
 	// A page of active holds: the next activeHoldsPage reserved headers
@@ -51,13 +56,14 @@ const (
 )
 
 // ListCounters implements tandem.ReservationStore. It reads a page of
-// invariantPageShops shops at a time, each page one statement on a
+// shops at a time as CheckInvariants does, each page one statement on a
 // connection of its own, resting between them (tandem.Pace).
 func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 	var out []tandem.Counters
+	shops := invariantPageShops
 	for lo, last := int64(math.MinInt64), false; !last; {
 		start := time.Now()
-		hi, err := s.invariantPage(ctx, lo)
+		hi, err := s.invariantPage(ctx, lo, shops)
 		if err != nil {
 			return nil, err
 		}
@@ -84,6 +90,7 @@ func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 			return nil, err
 		}
 		out = append(out, page...)
+		shops = nextPageShops(shops, time.Since(start))
 		if !last {
 			if err := tandem.Pace(ctx, start); err != nil {
 				return nil, translate(tagAudit, err)
@@ -101,24 +108,30 @@ func (s *Store) ListCounters(ctx context.Context) ([]tandem.Counters, error) {
 // cap). Per reservation: its lines are held exactly while it is reserved.
 // Held units and pool rows need a ledger row.
 //
-// The checks read a page of invariantPageShops shops at a time, each
-// check of a page one statement on a connection of its own, and the pod's
-// throttle is asked between them (tandem.Pace): no connection is held for
-// more than one statement over one page, whatever the pod's size. The
-// pages cover every shop id, those the ledger does not know included (the
-// last page has no end): an orphan may be of any shop.
+// The checks read a page of shops at a time, each check of a page one
+// statement on a connection of its own, and the pod's throttle is asked
+// between them (tandem.Pace): no connection is held for more than one
+// statement over one page, whatever the pod's size. A page's shops follow
+// its statements' time: halved after a page whose slowest statement took
+// over invariantPageTarget, doubled (up to invariantPageMax) after one
+// under a quarter of it, so a pod of a few big shops and one of many
+// small ones both read in short statements. The pages cover every shop
+// id, those the ledger does not know included (the last page has no
+// end): an orphan may be of any shop.
 func (s *Store) CheckInvariants(ctx context.Context) ([]tandem.Violation, error) {
 	var out []tandem.Violation
 	checks := []func(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error){
 		s.checkConservation, checkOrphans, checkHeldFlags,
 	}
 	var start time.Time
+	shops := invariantPageShops
 	for lo, last := int64(math.MinInt64), false; !last; {
-		hi, err := s.invariantPage(ctx, lo)
+		hi, err := s.invariantPage(ctx, lo, shops)
 		if err != nil {
 			return nil, err
 		}
 		last = hi == math.MaxInt64
+		var slowest time.Duration
 		for _, check := range checks {
 			if !start.IsZero() {
 				if err := tandem.Pace(ctx, start); err != nil {
@@ -135,24 +148,108 @@ func (s *Store) CheckInvariants(ctx context.Context) ([]tandem.Violation, error)
 			if err != nil {
 				return nil, err
 			}
+			slowest = max(slowest, time.Since(start))
 			out = append(out, vs...)
 		}
+		shops = nextPageShops(shops, slowest)
 		lo = hi
 	}
-	return out, nil
+	vs, err := s.checkReservedHeld(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, vs...), nil
 }
 
-// invariantPageShops is how many of the ledger's shops one page of
-// CheckInvariants reads (a variable for the tests' many pages).
-var invariantPageShops = 100
+// checkReservedHeld finds the reserved reservations with a line not held,
+// activeHoldsPage headers a statement, each on a connection of its own,
+// the throttle asked between them (the first after the statement that
+// started at start).
+func (s *Store) checkReservedHeld(ctx context.Context, start time.Time) ([]tandem.Violation, error) {
+	var out []tandem.Violation
+	var after *holdsCursor
+	for {
+		if err := tandem.Pace(ctx, start); err != nil {
+			return nil, translate(tagAudit, err)
+		}
+		start = time.Now()
+		q, args := reservedHeldFirstSQL, []any{activeHoldsPage}
+		if after != nil {
+			q, args = reservedHeldNextSQL, []any{after.expires, after.expires, after.shop, after.shop, after.token, activeHoldsPage}
+		}
+		var page []tandem.Violation
+		var last holdsCursor
+		headers := 0
+		err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
+			page, headers = page[:0], 0
+			rows, err := conn.QueryContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var held sql.NullInt64
+				var lines int64
+				if err := rows.Scan(&last.shop, &last.token, &last.expires, &held, &lines); err != nil {
+					return err
+				}
+				headers++
+				if held.Int64 != lines {
+					page = append(page, tandem.Violation{Key: tandem.Key{ShopID: last.shop}, CartToken: last.token, Message: fmt.Sprintf(
+						"reservation reserved has %d of %d lines held", held.Int64, lines)})
+				}
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if headers < activeHoldsPage {
+			return out, nil
+		}
+		after = &holdsCursor{expires: last.expires, shop: last.shop, token: last.token}
+	}
+}
+
+// invariantPageShops is how many of the ledger's shops the first page of
+// CheckInvariants and ListCounters reads (few: a shop may hold thousands
+// of holds, and 100 shops of 1,000 were 2.7 s of one statement; the pages
+// grow while they are fast); invariantPageFixed (tests) keeps every page
+// at that size.
+var (
+	invariantPageShops = 8
+	invariantPageFixed = false
+)
+
+// Bounds of a page of the invariant checks: the time its slowest
+// statement aims at, and its most shops.
+const (
+	invariantPageTarget = 50 * time.Millisecond
+	invariantPageMax    = 1000
+)
+
+// nextPageShops returns the shops of the next page after a page of shops
+// whose slowest statement took took.
+func nextPageShops(shops int, took time.Duration) int {
+	switch {
+	case invariantPageFixed:
+		return shops
+	case took > invariantPageTarget:
+		return max(shops/2, 1)
+	case took < invariantPageTarget/4:
+		return min(shops*2, invariantPageMax)
+	}
+	return shops
+}
 
 // invariantPage returns the last shop of the page after lo, MaxInt64 when
 // the ledger has no more than a page of shops after it.
-func (s *Store) invariantPage(ctx context.Context, lo int64) (int64, error) {
+func (s *Store) invariantPage(ctx context.Context, lo int64, shops int) (int64, error) {
 	var hi sql.NullInt64
 	more := false
 	err := s.withConn(ctx, tagAudit, func(conn *sql.Conn) error {
-		if err := conn.QueryRowContext(ctx, invariantPageSQL, lo, invariantPageShops).Scan(&hi); err != nil || !hi.Valid {
+		if err := conn.QueryRowContext(ctx, invariantPageSQL, lo, shops).Scan(&hi); err != nil || !hi.Valid {
 			return err
 		}
 		var one int
@@ -225,10 +322,10 @@ func checkOrphans(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.V
 	return out, rows.Err()
 }
 
-// checkHeldFlags finds reservations of the shops in (lo, hi] whose lines
-// are held while they are not reserved, or not held while they are.
+// checkHeldFlags finds ended reservations of the shops in (lo, hi] with a
+// line held (checkReservedHeld the reserved ones with a line not held).
 func checkHeldFlags(ctx context.Context, conn *sql.Conn, lo, hi int64) ([]tandem.Violation, error) {
-	rows, err := conn.QueryContext(ctx, heldFlagsSQL, lo, hi, lo, hi)
+	rows, err := conn.QueryContext(ctx, heldFlagsSQL, lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ const (
 	ConservationSQL     = conservationSQL
 	OrphansSQL          = orphansSQL
 	HeldFlagsSQL        = heldFlagsSQL
+	ReservedHeldSQL     = reservedHeldFirstSQL
 	ActiveHoldsFirstSQL = activeHoldsFirstSQL
 	ActiveHoldsNextSQL  = activeHoldsNextSQL
 	ActiveHoldsPage     = activeHoldsPage
@@ -25,10 +26,19 @@ func SetRebuildHook(f func(shop int64)) (reset func()) {
 	return func() { testHookRebuildDropped = nil }
 }
 
-// SetInvariantPageShops makes CheckInvariants read n shops a page, until
-// the returned func is called.
+// SetInvariantPageShops makes CheckInvariants and ListCounters read n
+// shops every page, until the returned func is called.
 func SetInvariantPageShops(n int) (reset func()) {
-	old := invariantPageShops
-	invariantPageShops = n
-	return func() { invariantPageShops = old }
+	old, oldFixed := invariantPageShops, invariantPageFixed
+	invariantPageShops, invariantPageFixed = n, true
+	return func() { invariantPageShops, invariantPageFixed = old, oldFixed }
 }
+
+// NextPageShops is nextPageShops, for its unit test.
+var NextPageShops = nextPageShops
+
+// InvariantPageTarget and InvariantPageMax are the page's bounds.
+const (
+	InvariantPageTarget = invariantPageTarget
+	InvariantPageMax    = invariantPageMax
+)

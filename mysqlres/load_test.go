@@ -105,8 +105,8 @@ func TestCheckInvariants_AsksTheThrottle(t *testing.T) {
 	if err != nil || len(vs) != 0 {
 		t.Fatalf("got %v, %v; want no violation", vs, err)
 	}
-	if n := th.n.Load(); n != 2 {
-		t.Fatalf("the throttle was asked %d times, want between the three statements (2)", n)
+	if n := th.n.Load(); n != 3 {
+		t.Fatalf("the throttle was asked %d times, want between the four statements (3: a page's three, and the reserved holds' page)", n)
 	}
 }
 
@@ -158,8 +158,8 @@ func TestCheckInvariants_Pages(t *testing.T) {
 			t.Errorf("violations %v: want %q", got, want)
 		}
 	}
-	if n := th.n.Load(); n != 4*3-1 {
-		t.Errorf("the throttle was asked %d times, want between every two of the 12 statements of 4 pages (11)", n)
+	if n := th.n.Load(); n != 4*3 {
+		t.Errorf("the throttle was asked %d times, want between every two of the 13 statements (3 of each of 4 pages of shops, 1 of reserved holds): 12", n)
 	}
 	// The counters are listed in the same pages, every position once, in
 	// order.
@@ -174,4 +174,50 @@ func TestCheckInvariants_Pages(t *testing.T) {
 	if want := []int64{10, 20, 30, 40, 50, 60, 70}; !slices.Equal(shops, want) {
 		t.Errorf("ListCounters: got the positions of shops %v, want %v", shops, want)
 	}
+}
+
+// TestNextPageShops: a page of the invariant checks halves after a slow
+// statement, doubles after a fast one, within 1..InvariantPageMax shops.
+func TestNextPageShops(t *testing.T) {
+	slow, fast, ok := 2*mysqlres.InvariantPageTarget, mysqlres.InvariantPageTarget/8, mysqlres.InvariantPageTarget/2
+	for _, tc := range []struct {
+		shops int
+		took  time.Duration
+		want  int
+	}{
+		{100, slow, 50}, {1, slow, 1}, {100, fast, 200}, {mysqlres.InvariantPageMax, fast, mysqlres.InvariantPageMax}, {100, ok, 100},
+	} {
+		if got := mysqlres.NextPageShops(tc.shops, tc.took); got != tc.want {
+			t.Errorf("NextPageShops(%d, %v) = %d, want %d", tc.shops, tc.took, got, tc.want)
+		}
+	}
+}
+
+// TestCheckInvariants_ReservedPages: the reserved holds are checked in
+// pages of ActiveHoldsPage headers; a reserved hold with a line not held
+// is found on any page.
+func TestCheckInvariants_ReservedPages(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpenStore(t)
+	k := tandem.Key{ShopID: 1, ItemID: 1, GroupID: 1}
+	mustSetOnHand(t, s, k, 3000)
+	mustInsertReservations(t, s, k, "bulk-", tandem.StatusReserved, mysqlres.ActiveHoldsPage+500, s.Now().Add(time.Hour))
+	// bulk-999 is the last in the order of the index: on the second page.
+	exec := func(q string) {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("UPDATE reservation_lines SET held = 0 WHERE shop_id = 1 AND cart_token = 'bulk-999'")
+	t.Cleanup(func() { exec("UPDATE reservation_lines SET held = 1 WHERE shop_id = 1 AND cart_token = 'bulk-999'") })
+	vs, err := s.CheckInvariants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.CartToken == "bulk-999" && strings.Contains(v.Message, "reservation reserved has 0 of 1 lines held") {
+			return
+		}
+	}
+	t.Fatalf("got violations %+v, want bulk-999's line not held", vs)
 }
