@@ -173,10 +173,7 @@ func (s *Store) checkReservedHeld(ctx context.Context, start time.Time) ([]tande
 			return nil, translate(tagAudit, err)
 		}
 		start = time.Now()
-		q, args := reservedHeldFirstSQL, []any{activeHoldsPage}
-		if after != nil {
-			q, args = reservedHeldNextSQL, []any{after.expires, after.expires, after.shop, after.shop, after.token, activeHoldsPage}
-		}
+		q, args := after.page(reservedHeldFirstSQL, reservedHeldNextSQL)
 		var page []tandem.Violation
 		var last holdsCursor
 		headers := 0
@@ -414,15 +411,21 @@ type holdsCursor struct {
 	token   string
 }
 
+// page returns the statement of the page of activeHoldsPage headers after
+// c, and its arguments: first from the start (c nil), else next.
+func (c *holdsCursor) page(first, next string) (string, []any) {
+	if c == nil {
+		return first, []any{activeHoldsPage}
+	}
+	return next, []any{c.expires, c.expires, c.shop, c.shop, c.token, activeHoldsPage}
+}
+
 // activeHoldsAfter reads the page of holds after the cursor (from the
 // first with nil) and returns the cursor of its last header, nil when the
 // page was the last. A header without lines (never written so) counts in
 // the page but is no hold.
 func (s *Store) activeHoldsAfter(ctx context.Context, after *holdsCursor) ([]tandem.Reservation, *holdsCursor, error) {
-	q, args := activeHoldsFirstSQL, []any{activeHoldsPage}
-	if after != nil {
-		q, args = activeHoldsNextSQL, []any{after.expires, after.expires, after.shop, after.shop, after.token, activeHoldsPage}
-	}
+	q, args := after.page(activeHoldsFirstSQL, activeHoldsNextSQL)
 	var out []tandem.Reservation
 	var last holdsCursor
 	headers := 0
