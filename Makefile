@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build test test-deps test-short lint run bench benchmarks soak stress fuzz fmt
+.PHONY: build test test-deps test-short lint run bench benchmarks soak stress fuzz fmt benchmarks-pod
 
 # build: compile tandem and tandemctl into ./bin, stamped with the VCS commit (tandem version)
 build:
@@ -51,6 +51,17 @@ benchmarks:
 		artifacts/bench-engine-loopback-3.json artifacts/bench-engine-latency.json \
 		artifacts/bench-engine-cart5.json artifacts/bench-http-closed.json artifacts/bench-http-half-mysql.json \
 		artifacts/bench-http-c1.json artifacts/bench-killswitch.json artifacts/bench-backfill.json
+
+# benchmarks-pod: issue 22's figures (a pod of real size), as JSON in artifacts/ (on a quiet machine)
+benchmarks-pod:
+	mkdir -p artifacts
+	$(GO) build -o $(BIN)/tandem ./cmd/tandem
+	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"
+	for i in 1 2 3; do $(BIN)/tandem bench backfill --holds 200000 --rate 0 --json > artifacts/bench-pod-quiet-$$i.json || exit 1; done
+	for i in 1 2; do $(BIN)/tandem bench plan --holds 200000 --json > artifacts/bench-pod-plan-$$i.json || exit 1; done
+	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --warmup 5s --json > artifacts/bench-pod-buyers.json
+	$(BIN)/tandem bench backfill --holds 50000 --rate 400 --warmup 5s --throttle=false --json > artifacts/bench-pod-buyers-nothrottle.json
+	$(BIN)/tandem bench backfill --holds 200000 --rate 400 --warmup 5s --audit --json > artifacts/bench-pod-audit.json
 
 # soak: the long soak against real MariaDB and Redis (make soak SOAK=10m)
 SOAK ?= 10m
