@@ -95,23 +95,18 @@ func endBenchRun(run *bench.RunInfo, progress io.Writer) {
 // startCPUProfile writes a CPU profile of the run to path until stop is
 // called; nothing when path is empty.
 func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return startRecording(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes an execution trace of the run to path until stop is
 // called; nothing when path is empty.
 func startTrace(path string) (stop func(), err error) {
+	return startRecording(path, trace.Start, trace.Stop)
+}
+
+// startRecording runs start on a new file at path, and returns what ends
+// the recording and closes the file.
+func startRecording(path string, start func(io.Writer) error, end func()) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
@@ -119,9 +114,9 @@ func startTrace(path string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { trace.Stop(); f.Close() }, nil
+	return func() { end(); f.Close() }, nil
 }
