@@ -157,7 +157,10 @@ var _ tandem.BuyerTraffic = (*Throttle)(nil)
 
 // BuyersActive implements tandem.BuyerTraffic: at least MinBuyerSamples
 // buyer reserves in the last BuyerWindow.
-func (t *Throttle) BuyersActive() bool { return t.buyers.count(time.Now()) >= t.MinBuyerSamples }
+func (t *Throttle) BuyersActive() bool {
+	_, n := t.buyers.p99(time.Now())
+	return n >= t.MinBuyerSamples
+}
 
 // ObserveAdmission records one buyer flow's wait in the MySQL engine's
 // admission.
@@ -355,23 +358,6 @@ func (w *window) add(at time.Time, d time.Duration) {
 		w.next, w.full = 0, true
 	}
 	w.mu.Unlock()
-}
-
-// count returns how many samples are within span of now.
-func (w *window) count(now time.Time) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.next
-	if w.full {
-		n = windowCap
-	}
-	c := 0
-	for i := 0; i < n; i++ {
-		if now.Sub(w.at[i]) <= w.span {
-			c++
-		}
-	}
-	return c
 }
 
 // p99 returns the 99th percentile of the samples within span of now and

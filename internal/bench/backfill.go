@@ -190,20 +190,30 @@ func openBackfillStores(ctx context.Context, mysqlDSN string, rt Redis, throttle
 
 // legacyHolds writes the holds into Redis as a legacy pod has them.
 func (b *Backfill) legacyHolds(ctx context.Context, s *backfillStores, progress io.Writer) error {
-	perShop := (b.Holds + b.Shops - 1) / b.Shops
 	fmt.Fprintf(progress, "bench backfill: writing %d holds over %d shops into Redis\n", b.Holds, b.Shops)
+	return writeLegacyHolds(ctx, s.rs, b.Holds, b.Shops, func(ctx context.Context, k tandem.Key, v int64) error {
+		_, err := s.router.SetOnHand(ctx, k, v)
+		return err
+	})
+}
+
+// writeLegacyHolds writes holds one-unit holds over shops shops (item 1,
+// group 1 of each) into rs as a legacy pod has them, each position's
+// on_hand set first through setOnHand with room for buyers.
+func writeLegacyHolds(ctx context.Context, rs *redisres.Store, holds, shops int, setOnHand func(context.Context, tandem.Key, int64) error) error {
+	perShop := (holds + shops - 1) / shops
 	exp := time.Now().Add(time.Hour)
-	var hs []tandem.Reservation
-	for shop := int64(1); shop <= int64(b.Shops); shop++ {
-		if _, err := s.router.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, int64(2*perShop+100)); err != nil {
+	hs := make([]tandem.Reservation, 0, holds)
+	for shop := int64(1); shop <= int64(shops); shop++ {
+		if err := setOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, int64(2*perShop+100)); err != nil {
 			return err
 		}
-		for c := 0; c < perShop && len(hs) < b.Holds; c++ {
+		for c := 0; c < perShop && len(hs) < holds; c++ {
 			hs = append(hs, tandem.Reservation{ShopID: shop, CartToken: fmt.Sprintf("legacy-%d", c),
 				Status: tandem.StatusReserved, ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}})
 		}
 	}
-	_, err := s.rs.Rebuild(ctx, hs)
+	_, err := rs.Rebuild(ctx, hs)
 	return err
 }
 

@@ -195,18 +195,5 @@ func (b *PlanEntry) legacyHolds(ctx context.Context, spec ServeSpec, progress io
 		return err
 	}
 	defer rs.Close()
-	perShop := (b.Holds + b.Shops - 1) / b.Shops
-	exp := time.Now().Add(time.Hour)
-	var hs []tandem.Reservation
-	for shop := int64(1); shop <= int64(b.Shops); shop++ {
-		if err := my.Ledger().SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, int64(2*perShop+100)); err != nil {
-			return err
-		}
-		for i := 0; i < perShop && len(hs) < b.Holds; i++ {
-			hs = append(hs, tandem.Reservation{ShopID: shop, CartToken: fmt.Sprintf("legacy-%d", i),
-				Status: tandem.StatusReserved, ExpiresAt: exp, Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}})
-		}
-	}
-	_, err := rs.Rebuild(ctx, hs)
-	return err
+	return writeLegacyHolds(ctx, rs, b.Holds, b.Shops, my.Ledger().SetOnHand)
 }
