@@ -61,6 +61,11 @@ type BackfillProgress struct {
 	// Batches is how many batches the copy has committed, of BatchesTotal.
 	Batches      int `json:"batches"`
 	BatchesTotal int `json:"batches_total"`
+	// CatchUp says whether the copy's catch-up swept the stores
+	// (CatchUpSwept) or had nothing to look at (CatchUpSkipped: a fresh
+	// copy during which this instance admitted no write); "" until the
+	// copy ends.
+	CatchUp string `json:"catch_up,omitempty"`
 	// YieldingToBuyers is true when the copy runs gently because the pod
 	// serves buyers (gentle).
 	YieldingToBuyers bool `json:"yielding_to_buyers,omitempty"`
@@ -69,6 +74,12 @@ type BackfillProgress struct {
 
 	copyStart time.Time
 }
+
+// The values of BackfillProgress.CatchUp.
+const (
+	CatchUpSwept   = "swept"
+	CatchUpSkipped = "skipped"
+)
 
 // rate fills HoldsPerSec and ETASeconds at now.
 func (p *BackfillProgress) rate(now time.Time) {
@@ -173,9 +184,15 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	// job to bring them into MySQL: the copy reads Redis once they have
 	// (the catch-up sweep leaves a cart in flight to its operation's
 	// shadow job, and they have none).
-	mg.followUntil.Store(math.MaxInt64)
+	// inCopy first, so that every operation that follows is counted in
+	// copyWrites.
+	mg.copyWrites.Store(0)
 	mg.inCopy.Store(true)
 	defer mg.inCopy.Store(false)
+	mg.followUntil.Store(math.MaxInt64)
+	if !mg.r.shadowIdle() {
+		mg.copyWrites.Add(1) // shadow work under way: its carts may race a batch
+	}
 	if err := mg.r.awaitUnshadowed(ctx); err != nil {
 		return 0, err
 	}
@@ -205,8 +222,18 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	// Catch up: what changed in Redis during the copy (releases and claims
 	// racing a batch, shadow work dropped or failed, and on a resumed copy
 	// every change its shops saw while no copy ran) is converged hold by
-	// hold.
-	mg.setBackfill(func(p *BackfillProgress) { p.Phase = "catch_up" })
+	// hold. A fresh copy during which this instance admitted no write has
+	// nothing to catch up: each batch read Redis as it wrote it, and no
+	// operation here changed a shop since. The writes of other instances
+	// (Redis alone until they see the pod in shadow, during the copy as
+	// after it) are the periodic sweep's, which runs while MySQL is
+	// followed. Listing every hold of both stores for nothing is a third
+	// of a quiet copy of 200,000 holds.
+	if from == (tandem.BackfillCheckpoint{}) && mg.copyWrites.Load() == 0 {
+		mg.setBackfill(func(p *BackfillProgress) { p.CatchUp = CatchUpSkipped })
+		return copied, nil
+	}
+	mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp = "catch_up", CatchUpSwept })
 	for pass := 0; pass < 3; pass++ {
 		rep, err := mg.r.repair.sweep(ctx)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/dualwrite"
 )
 
 // The backfill copies 50,000 active holds into MySQL while buyers keep
@@ -266,17 +267,107 @@ func TestBackfill_CatchUpOfAListingRace(t *testing.T) {
 		ExpiresAt: p.clock.Now().Add(time.Minute), Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}}}
 	p.fm.mu.Unlock()
 	before := p.fm.listings.Load()
-	if _, err := p.Backfill(ctx); err != nil {
-		t.Fatal(err)
-	}
+	backfillWithBuyer(t, p, 1)
 	if n := p.fm.listings.Load() - before; n != 1 {
 		t.Errorf("the catch-up listed mysql's holds %d times, want once (one pass, nothing rewritten)", n)
+	}
+	if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpSwept {
+		t.Errorf("catch_up %q after a copy with a write, want %q", got, dualwrite.CatchUpSwept)
 	}
 	p.fm.mu.Lock()
 	p.fm.listed = nil
 	p.fm.mu.Unlock()
 	p.modes.set(tandem.ModeShadow)
 	p.mustConverge(t)
+}
+
+// backfillWithBuyer runs p's backfill with a buyer's release of the
+// legacy hold legacy-0 of shop (legacyHolds) admitted while it copies,
+// which gives its catch-up work to do.
+func backfillWithBuyer(t *testing.T, p *pod, shop int64) {
+	t.Helper()
+	planned, openPlan := p.fr.hold("hold_counts", "")
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Backfill(ctx)
+		done <- err
+	}()
+	<-planned
+	if _, err := p.Release(ctx, shop, "legacy-0"); err != nil {
+		t.Fatal(err)
+	}
+	openPlan()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBackfill_QuietCopySkipsCatchUp: a fresh copy during which this
+// instance admitted no write has nothing to catch up (each batch read
+// Redis as it wrote it) and lists neither store again; a copy resumed
+// after a checkpoint sweeps (its first shops changed while no copy ran),
+// and so does a copy with a write admitted during it
+// (TestBackfill_CatchUpOfAListingRace). Either way the stores are equal
+// hold by hold once in shadow.
+func TestBackfill_QuietCopySkipsCatchUp(t *testing.T) {
+	t.Run("Fresh", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeRedis)
+		holds := legacyHolds(t, p, 4, 50)
+		before := p.fm.listings.Load()
+		n, err := p.Backfill(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != len(holds) {
+			t.Errorf("copied %d holds, want %d", n, len(holds))
+		}
+		if got := p.fm.listings.Load() - before; got != 0 {
+			t.Errorf("a quiet copy listed mysql's holds %d times, want none (no catch-up)", got)
+		}
+		if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpSkipped {
+			t.Errorf("catch_up %q after a quiet copy, want %q", got, dualwrite.CatchUpSkipped)
+		}
+		// The copy alone made the stores equal: compared at once in
+		// shadow, before any sweep.
+		p.modes.set(tandem.ModeShadow)
+		d, err := p.Diff(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Empty() || d.Holds != len(holds) {
+			t.Errorf("the stores after a quiet copy, %d holds wanted: %s", len(holds), d)
+		}
+		p.mustConverge(t)
+	})
+	t.Run("Resumed", func(t *testing.T) {
+		p := mustOpenPod(t, tandem.ModeRedis)
+		legacyHolds(t, p, 4, 50)
+		// An interrupted run had copied shop 1, which then changed while
+		// no copy ran: a hold of it that MySQL never saw.
+		if _, err := p.Backfill(ctx); err != nil {
+			t.Fatal(err)
+		}
+		late := tandem.Reservation{ShopID: 1, CartToken: "while-no-copy-ran", Status: tandem.StatusReserved,
+			ExpiresAt: p.clock.Now().Add(time.Hour), Lines: []tandem.Line{{ItemID: 1, Quantity: 1, GroupID: 1}}}
+		if _, err := p.redis.Place(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		before := p.fm.listings.Load()
+		if _, err := p.BackfillFrom(ctx, tandem.BackfillCheckpoint{Shop: 1, Copied: 50}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.fm.listings.Load() - before; got < 1 {
+			t.Errorf("a resumed copy listed mysql's holds %d times, want a catch-up sweep", got)
+		}
+		if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpSwept {
+			t.Errorf("catch_up %q after a resumed copy, want %q", got, dualwrite.CatchUpSwept)
+		}
+		if got := status(t, p.mysql, 1, late.CartToken); got != tandem.StatusReserved {
+			t.Errorf("mysql after the resumed copy: cart %s is %q, want reserved as in Redis", late.CartToken, got)
+		}
+		p.modes.set(tandem.ModeShadow)
+		p.mustConverge(t)
+	})
 }
 
 // legacyHolds writes, straight into p's Redis as a legacy pod has them,

@@ -27,6 +27,11 @@ type migrator struct {
 	// inCopy is set while a backfill copies: the periodic sweep waits for
 	// the copy's own catch-up (it would converge every hold not copied yet).
 	inCopy atomic.Bool
+	// copyWrites counts the cart operations and stock counts admitted
+	// with a shadow while a copy runs (and marks shadow work already in
+	// flight when it starts): with none, nothing on this instance changed
+	// the pod under the copy, and its catch-up has nothing to find.
+	copyWrites atomic.Int64
 	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
 	// redis after a Backfill; 0 when not.
 	followUntil atomic.Int64

@@ -135,7 +135,9 @@ func TestBackfill_GentleWithBuyers(t *testing.T) {
 			g := &buyerThrottle{fakeThrottle: newFakeThrottle(), active: buyers}
 			p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) { r.Throttle = g })
 			legacyHolds(t, p, 12, 500)
-			if _, err := p.Backfill(ctx); err != nil {
+			if buyers {
+				backfillWithBuyer(t, p, 1)
+			} else if _, err := p.Backfill(ctx); err != nil {
 				t.Fatal(err)
 			}
 			p.fm.mu.Lock()

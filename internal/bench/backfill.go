@@ -57,13 +57,16 @@ type BackfillResult struct {
 	ListSeconds  float64 `json:"list_seconds"`
 	WriteSeconds float64 `json:"write_seconds"`
 	CatchUpSecs  float64 `json:"catch_up_seconds"`
-	BuyerRate    int     `json:"buyer_rate"`
-	BeforeOps    int     `json:"before_ops"`
-	BeforeP50MS  float64 `json:"before_p50_ms"`
-	BeforeP99MS  float64 `json:"before_p99_ms"`
-	DuringOps    int     `json:"during_ops"`
-	DuringP50MS  float64 `json:"during_p50_ms"`
-	DuringP99MS  float64 `json:"during_p99_ms"`
+	// CatchUp is the copy's catch-up: swept, or skipped (no write was
+	// admitted during the copy).
+	CatchUp     string  `json:"catch_up"`
+	BuyerRate   int     `json:"buyer_rate"`
+	BeforeOps   int     `json:"before_ops"`
+	BeforeP50MS float64 `json:"before_p50_ms"`
+	BeforeP99MS float64 `json:"before_p99_ms"`
+	DuringOps   int     `json:"during_ops"`
+	DuringP50MS float64 `json:"during_p50_ms"`
+	DuringP99MS float64 `json:"during_p99_ms"`
 	// WriteP99MS and CatchUpP99MS split DuringP99MS by the copy's phase:
 	// its batches, then its catch-up.
 	WriteP99MS   float64 `json:"write_p99_ms"`
@@ -94,8 +97,8 @@ func PrintBackfill(w io.Writer, run *RunInfo, res BackfillResult, asJSON bool) e
 		res.Run = run
 		return json.NewEncoder(w).Encode(res)
 	}
-	fmt.Fprintf(w, "backfill of %d holds over %d shops: %.2fs, %.0f holds/s (list %.2fs, write %.2fs, catch-up %.2fs)\n",
-		res.Holds, res.Shops, res.CopySeconds, res.HoldsPerSec, res.ListSeconds, res.WriteSeconds, res.CatchUpSecs)
+	fmt.Fprintf(w, "backfill of %d holds over %d shops: %.2fs, %.0f holds/s (list %.2fs, write %.2fs, catch-up %.2fs, %s)\n",
+		res.Holds, res.Shops, res.CopySeconds, res.HoldsPerSec, res.ListSeconds, res.WriteSeconds, res.CatchUpSecs, res.CatchUp)
 	if res.BuyerRate == 0 {
 		fmt.Fprintln(w, "no buyers (a quiet pod)")
 	} else {
@@ -350,8 +353,14 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	during := append(slices.Clone(l.lat[1]), l.lat[phaseCatchUp]...)
 	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(during)
 	res.ListSeconds = marks["copy"].Seconds()
-	res.WriteSeconds = (marks["catch_up"] - marks["copy"]).Seconds()
-	res.CatchUpSecs = (took - marks["catch_up"]).Seconds()
+	if at, ok := marks["catch_up"]; ok {
+		res.WriteSeconds, res.CatchUpSecs = (at - marks["copy"]).Seconds(), (took - at).Seconds()
+	} else {
+		res.WriteSeconds = (took - marks["copy"]).Seconds() // no catch-up (dualwrite.CatchUpSkipped)
+	}
+	if pr := s.router.BackfillProgress(); pr != nil {
+		res.CatchUp = pr.CatchUp
+	}
 	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
 	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(during, 0.5)), ms(quantileOf(during, 0.99))
 	res.WriteP99MS, res.CatchUpP99MS = ms(quantileOf(l.lat[1], 0.99)), ms(quantileOf(l.lat[phaseCatchUp], 0.99))
