@@ -182,7 +182,7 @@ func (r *Router) admitWith(ctx context.Context, ck *cartKey, register bool, keys
 		o := &op{r: r, ep: ep, mode: mode, sot: r.store(mode.SourceOfTruth()), shadow: r.store(mode.Shadow())}
 		o.refs.Store(1)
 		if o.shadow != nil && (ck == nil || register) && r.migrate.copying() {
-			r.migrate.copyWrites.Add(1) // a write the copy's catch-up must look at
+			r.migrate.wrote(ck) // a write the copy's catch-up must look at
 		}
 		if keys != nil && ck != nil && o.shadow != nil {
 			o.granting = true

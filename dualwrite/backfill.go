@@ -61,11 +61,12 @@ type BackfillProgress struct {
 	// Batches is how many batches the copy has committed, of BatchesTotal.
 	Batches      int `json:"batches"`
 	BatchesTotal int `json:"batches_total"`
-	// CatchUp says whether the copy's catch-up swept the stores
-	// (CatchUpSwept) or had nothing to look at (CatchUpSkipped: a fresh
-	// copy during which this instance admitted no write); "" until the
-	// copy ends.
-	CatchUp string `json:"catch_up,omitempty"`
+	// CatchUp is how the copy's catch-up ran (catchUp): CatchUpCarts
+	// (CatchUpCarts carts written during the copy, converged one by one),
+	// CatchUpSwept (both stores swept hold by hold) or CatchUpSkipped
+	// (no write during the copy); "" until it starts.
+	CatchUp      string `json:"catch_up,omitempty"`
+	CatchUpCarts int    `json:"catch_up_carts,omitempty"`
 	// YieldingToBuyers is true when the copy runs gently because the pod
 	// serves buyers (gentle).
 	YieldingToBuyers bool `json:"yielding_to_buyers,omitempty"`
@@ -77,6 +78,7 @@ type BackfillProgress struct {
 
 // The values of BackfillProgress.CatchUp.
 const (
+	CatchUpCarts   = "carts"
 	CatchUpSwept   = "swept"
 	CatchUpSkipped = "skipped"
 )
@@ -183,15 +185,17 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	// Those admitted before may still land in Redis alone, with no shadow
 	// job to bring them into MySQL: the copy reads Redis once they have
 	// (the catch-up sweep leaves a cart in flight to its operation's
-	// shadow job, and they have none).
-	// inCopy first, so that every operation that follows is counted in
-	// copyWrites.
-	mg.copyWrites.Store(0)
+	// shadow job, and they have none). Copying first, so that every
+	// operation that follows is recorded for the catch-up (wrote).
+	mg.startTouching()
 	mg.inCopy.Store(true)
-	defer mg.inCopy.Store(false)
+	defer func() {
+		mg.inCopy.Store(false)
+		mg.touchedCarts() // a copy that failed forgets its record
+	}()
 	mg.followUntil.Store(math.MaxInt64)
 	if !mg.r.shadowIdle() {
-		mg.copyWrites.Add(1) // shadow work under way: its carts may race a batch
+		mg.wrote(nil) // shadow work under way, of carts not recorded: sweep
 	}
 	if err := mg.r.awaitUnshadowed(ctx); err != nil {
 		return 0, err
@@ -219,25 +223,40 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 	if gentle {
 		ctx = tandem.WithPace(ctx, GentleCatchUpDuty)
 	}
-	// Catch up: what changed in Redis during the copy (releases and claims
-	// racing a batch, shadow work dropped or failed, and on a resumed copy
-	// every change its shops saw while no copy ran) is converged hold by
-	// hold. A fresh copy during which this instance admitted no write has
-	// nothing to catch up: each batch read Redis as it wrote it, and no
-	// operation here changed a shop since. The writes of other instances
-	// (Redis alone until they see the pod in shadow, during the copy as
-	// after it) are the periodic sweep's, which runs while MySQL is
-	// followed. Listing every hold of both stores for nothing is a third
-	// of a quiet copy of 200,000 holds.
-	if from == (tandem.BackfillCheckpoint{}) && mg.copyWrites.Load() == 0 {
-		mg.setBackfill(func(p *BackfillProgress) { p.CatchUp = CatchUpSkipped })
-		return copied, nil
+	return copied, mg.catchUp(ctx, from)
+}
+
+// catchUp converges what changed in Redis during the copy: releases and
+// claims racing a batch, shadow work dropped or failed (the worker has
+// those), and on a resumed copy every change its first shops saw while no
+// copy ran. What this instance changed is the carts of the operations it
+// admitted during the copy (touchedCarts): each is converged from Redis in
+// its line, after its own operations; a resumed copy, or one whose writes
+// were not all recorded, sweeps both stores hold by hold. A fresh copy
+// during which no write was admitted here has nothing to catch up: each
+// batch read Redis as it wrote it. The writes of other instances (Redis
+// alone until they see the pod in shadow, during the copy as after it)
+// are the periodic sweep's, which runs while MySQL is followed. Listing
+// every hold of both stores was a third of a quiet copy of 200,000 holds,
+// and under buyers the longest burst of their latency.
+func (mg *migrator) catchUp(ctx context.Context, from tandem.BackfillCheckpoint) error {
+	carts, recorded := mg.touchedCarts()
+	if from == (tandem.BackfillCheckpoint{}) && recorded {
+		if len(carts) == 0 {
+			mg.setBackfill(func(p *BackfillProgress) { p.CatchUp = CatchUpSkipped })
+			return nil
+		}
+		mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp, p.CatchUpCarts = "catch_up", CatchUpCarts, len(carts) })
+		if err := mg.r.repair.convergeTouched(ctx, carts); err != nil {
+			return fmt.Errorf("backfill: catch up: %w", err)
+		}
+		return nil
 	}
 	mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp = "catch_up", CatchUpSwept })
 	for pass := 0; pass < 3; pass++ {
 		rep, err := mg.r.repair.sweep(ctx)
 		if err != nil {
-			return copied, fmt.Errorf("backfill: catch up: %w", err)
+			return fmt.Errorf("backfill: catch up: %w", err)
 		}
 		if rep.Carts == 0 || rep.rewrote == 0 {
 			// What still differs is in flight (the shadow path has it),
@@ -245,7 +264,7 @@ func (mg *migrator) backfillRun(ctx context.Context, from tandem.BackfillCheckpo
 			break
 		}
 	}
-	return copied, nil
+	return nil
 }
 
 // backfillPlan returns how many holds each shop to copy has: every shop the

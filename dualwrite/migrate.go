@@ -27,11 +27,13 @@ type migrator struct {
 	// inCopy is set while a backfill copies: the periodic sweep waits for
 	// the copy's own catch-up (it would converge every hold not copied yet).
 	inCopy atomic.Bool
-	// copyWrites counts the cart operations and stock counts admitted
-	// with a shadow while a copy runs (and marks shadow work already in
-	// flight when it starts): with none, nothing on this instance changed
-	// the pod under the copy, and its catch-up has nothing to find.
-	copyWrites atomic.Int64
+	// touchMu guards touched: while a copy runs, the carts of the
+	// operations admitted with a shadow, which its catch-up converges one
+	// by one; nil once only a sweep of every hold can catch up (a stock
+	// count, shadow work in flight when the copy began, more than
+	// maxTouchedCarts carts).
+	touchMu sync.Mutex
+	touched map[cartKey]struct{}
 	// followUntil (unix ns) keeps MySQL written as the shadow of a pod in
 	// redis after a Backfill; 0 when not.
 	followUntil atomic.Int64
@@ -117,6 +119,49 @@ func (mg *migrator) following(m tandem.Mode) bool {
 
 // copying reports whether a backfill is copying.
 func (mg *migrator) copying() bool { return mg.inCopy.Load() }
+
+// maxTouchedCarts bounds the carts a copy remembers for its catch-up;
+// past it the catch-up sweeps the stores whole.
+const maxTouchedCarts = 50_000
+
+// wrote records a write admitted with a shadow during a copy: a cart
+// operation's cart (ck), or a stock count or anything else only a sweep
+// catches up (ck nil).
+func (mg *migrator) wrote(ck *cartKey) {
+	mg.touchMu.Lock()
+	defer mg.touchMu.Unlock()
+	switch {
+	case mg.touched == nil:
+	case ck == nil || len(mg.touched) >= maxTouchedCarts:
+		mg.touched = nil // the catch-up sweeps
+	default:
+		mg.touched[*ck] = struct{}{}
+	}
+}
+
+// startTouching starts a copy's record of writes, empty.
+func (mg *migrator) startTouching() {
+	mg.touchMu.Lock()
+	mg.touched = map[cartKey]struct{}{}
+	mg.touchMu.Unlock()
+}
+
+// touchedCarts ends the copy's record and returns the carts written
+// during it; whole is false when only a sweep catches up (a stock count,
+// or more than maxTouchedCarts carts).
+func (mg *migrator) touchedCarts() (carts []cartKey, whole bool) {
+	mg.touchMu.Lock()
+	defer mg.touchMu.Unlock()
+	if mg.touched == nil {
+		return nil, false
+	}
+	carts = make([]cartKey, 0, len(mg.touched))
+	for ck := range mg.touched {
+		carts = append(carts, ck)
+	}
+	mg.touched = nil
+	return carts, true
+}
 
 // What the backfill and the rebuild of a Redis share: the pause of the
 // shadow work of the shops they rewrite.

@@ -216,6 +216,32 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	return rep, nil
 }
 
+// convergeTouched converges carts from the SoT one by one, each in its
+// line after its own operations, as a sweep converges the carts it finds
+// differing: a backfill's catch-up of the carts written during its copy.
+func (rp *repairer) convergeTouched(ctx context.Context, carts []cartKey) error {
+	rp.sweepMu.Lock()
+	defer rp.sweepMu.Unlock()
+	mode := rp.r.routeMode()
+	shadow := rp.r.store(mode.Shadow())
+	if shadow == nil {
+		return nil
+	}
+	sot := rp.r.store(mode.SourceOfTruth())
+	if err := tandem.WaitThrottle(ctx); err != nil {
+		return err
+	}
+	// Their lines are not listed: none is left out for a position the SoT
+	// lost, as a sweep leaves it (a copy during which Redis lost its data
+	// copied none of it either).
+	diffs := make([]CartDiff, len(carts))
+	for i, ck := range carts {
+		diffs[i] = CartDiff{ShopID: ck.shop, CartToken: ck.token}
+	}
+	rp.convergeDiffering(ctx, mode, sot, shadow, diffs, nil)
+	return nil
+}
+
 // convergeDiffering converges each differing cart from the SoT, in the
 // cart's line, and says how many it made equal, how many of those a store
 // had to change, and which were equal already. It leaves alone the carts

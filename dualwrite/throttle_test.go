@@ -135,10 +135,17 @@ func TestBackfill_GentleWithBuyers(t *testing.T) {
 			g := &buyerThrottle{fakeThrottle: newFakeThrottle(), active: buyers}
 			p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) { r.Throttle = g })
 			legacyHolds(t, p, 12, 500)
-			if buyers {
-				backfillWithBuyer(t, p, 1)
-			} else if _, err := p.Backfill(ctx); err != nil {
+			if _, err := p.Backfill(ctx); err != nil {
 				t.Fatal(err)
+			}
+			if buyers {
+				// A copy resumed after shop 1, whose catch-up sweeps.
+				p.fm.mu.Lock()
+				p.fm.rebuildHolds = nil
+				p.fm.mu.Unlock()
+				if _, err := p.BackfillFrom(ctx, tandem.BackfillCheckpoint{Shop: 1, Copied: 500}, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
 			p.fm.mu.Lock()
 			sizes := slices.Clone(p.fm.rebuildHolds)
