@@ -265,6 +265,13 @@ type Transition struct {
 	// serves buyers (one batch at a time, small batches, a paced
 	// catch-up).
 	YieldingToBuyers bool `json:"yielding_to_buyers,omitempty"`
+	// CatchUp is how the copy catches up with what changed during it, once
+	// it does: "carts" (CatchUpCarts carts this instance wrote during the
+	// copy, converged one by one), "swept" (both stores compared hold by
+	// hold: a resumed copy, or writes it could not list) or "skipped" (no
+	// write during the copy).
+	CatchUp      string `json:"catch_up,omitempty"`
+	CatchUpCarts int    `json:"catch_up_carts,omitempty"`
 }
 
 // BackfillCheckpoint is how far a pod's copy has committed: every shop up

@@ -61,10 +61,10 @@ type BackfillProgress struct {
 	// Batches is how many batches the copy has committed, of BatchesTotal.
 	Batches      int `json:"batches"`
 	BatchesTotal int `json:"batches_total"`
-	// CatchUp is how the copy's catch-up ran (catchUp): CatchUpCarts
-	// (CatchUpCarts carts written during the copy, converged one by one),
-	// CatchUpSwept (both stores swept hold by hold) or CatchUpSkipped
-	// (no write during the copy); "" until it starts.
+	// CatchUp is how the copy's catch-up runs (catchUp): CatchUpByCarts
+	// (the CatchUpCarts carts written here during the copy, converged one
+	// by one), CatchUpBySweep (both stores swept hold by hold) or
+	// CatchUpSkipped (no write during the copy); "" until it starts.
 	CatchUp      string `json:"catch_up,omitempty"`
 	CatchUpCarts int    `json:"catch_up_carts,omitempty"`
 	// YieldingToBuyers is true when the copy runs gently because the pod
@@ -78,8 +78,8 @@ type BackfillProgress struct {
 
 // The values of BackfillProgress.CatchUp.
 const (
-	CatchUpCarts   = "carts"
-	CatchUpSwept   = "swept"
+	CatchUpByCarts = "carts"
+	CatchUpBySweep = "swept"
 	CatchUpSkipped = "skipped"
 )
 
@@ -246,13 +246,13 @@ func (mg *migrator) catchUp(ctx context.Context, from tandem.BackfillCheckpoint)
 			mg.setBackfill(func(p *BackfillProgress) { p.CatchUp = CatchUpSkipped })
 			return nil
 		}
-		mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp, p.CatchUpCarts = "catch_up", CatchUpCarts, len(carts) })
+		mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp, p.CatchUpCarts = "catch_up", CatchUpByCarts, len(carts) })
 		if err := mg.r.repair.convergeTouched(ctx, carts); err != nil {
 			return fmt.Errorf("backfill: catch up: %w", err)
 		}
 		return nil
 	}
-	mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp = "catch_up", CatchUpSwept })
+	mg.setBackfill(func(p *BackfillProgress) { p.Phase, p.CatchUp = "catch_up", CatchUpBySweep })
 	for pass := 0; pass < 3; pass++ {
 		rep, err := mg.r.repair.sweep(ctx)
 		if err != nil {

@@ -184,8 +184,8 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if pr := p.BackfillProgress(); pr.CatchUp != dualwrite.CatchUpCarts || pr.CatchUpCarts != 3 {
-		t.Errorf("catch_up %q of %d carts, want %q of the 3 carts written during the copy", pr.CatchUp, pr.CatchUpCarts, dualwrite.CatchUpCarts)
+	if pr := p.BackfillProgress(); pr.CatchUp != dualwrite.CatchUpByCarts || pr.CatchUpCarts != 3 {
+		t.Errorf("catch_up %q of %d carts, want %q of the 3 carts written during the copy", pr.CatchUp, pr.CatchUpCarts, dualwrite.CatchUpByCarts)
 	}
 	for token, want := range map[string]tandem.Status{"claimed": tandem.StatusClaimed, "released": tandem.StatusReleased, "new": tandem.StatusReserved} {
 		if got := status(t, p.mysql, 14, token); got != want {
@@ -277,8 +277,8 @@ func TestBackfill_CatchUpOfAListingRace(t *testing.T) {
 	if n := p.fm.listings.Load() - before; n != 1 {
 		t.Errorf("the catch-up listed mysql's holds %d times, want once (one pass, nothing rewritten)", n)
 	}
-	if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpSwept {
-		t.Errorf("catch_up %q after a resumed copy, want %q", got, dualwrite.CatchUpSwept)
+	if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpBySweep {
+		t.Errorf("catch_up %q after a resumed copy, want %q", got, dualwrite.CatchUpBySweep)
 	}
 	p.fm.mu.Lock()
 	p.fm.listed = nil
@@ -365,8 +365,8 @@ func TestBackfill_QuietCopySkipsCatchUp(t *testing.T) {
 		if got := p.fm.listings.Load() - before; got < 1 {
 			t.Errorf("a resumed copy listed mysql's holds %d times, want a catch-up sweep", got)
 		}
-		if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpSwept {
-			t.Errorf("catch_up %q after a resumed copy, want %q", got, dualwrite.CatchUpSwept)
+		if got := p.BackfillProgress().CatchUp; got != dualwrite.CatchUpBySweep {
+			t.Errorf("catch_up %q after a resumed copy, want %q", got, dualwrite.CatchUpBySweep)
 		}
 		if got := status(t, p.mysql, 1, late.CartToken); got != tandem.StatusReserved {
 			t.Errorf("mysql after the resumed copy: cart %s is %q, want reserved as in Redis", late.CartToken, got)

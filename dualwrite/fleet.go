@@ -87,7 +87,7 @@ func (f *Fleet) BackfillProgress(pod string) *tandem.Transition {
 	}
 	return &tandem.Transition{Step: p.Phase, Copied: p.Copied, Total: p.Total, StartedAt: p.StartedAt,
 		HoldsPerSec: p.HoldsPerSec, ETASeconds: p.ETASeconds, Checkpoint: p.Checkpoint, Resumed: p.Resumed,
-		YieldingToBuyers: p.YieldingToBuyers}
+		YieldingToBuyers: p.YieldingToBuyers, CatchUp: p.CatchUp, CatchUpCarts: p.CatchUpCarts}
 }
 
 // Audit compares pod's stores with its ledger (see Router.Audit).

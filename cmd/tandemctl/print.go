@@ -91,6 +91,12 @@ func transitionProgress(t tandem.Transition) string {
 	if t.YieldingToBuyers {
 		s += ", yielding to buyers (one small batch at a time)"
 	}
+	switch t.CatchUp {
+	case "carts":
+		s += fmt.Sprintf(", catching up %d carts written during the copy", t.CatchUpCarts)
+	case "swept":
+		s += ", catching up by a sweep of every hold"
+	}
 	return s + ", started " + when(t.StartedAt) + "; the mode applies when it is done"
 }
 
