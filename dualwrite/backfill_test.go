@@ -572,3 +572,46 @@ func TestBackfill_200kHolds(t *testing.T) {
 		t.Errorf("redis invariants: got %v %v, want none violated", v, err)
 	}
 }
+
+// TestBackfill_ClaimedBeforeFollowIsNeverReservedAgain: a cart reserved
+// and claimed in mode redis before the backfill began following reaches
+// MySQL through neither the shadow nor the copy (the copy takes active
+// holds); only its claim record in the shared ledger says it was sold.
+// Once MySQL answers, a client's retried reserve of that token must be
+// refused as Redis refuses it: granted, it would hold units for a cart
+// already sold, and the stores could never converge ("redis claimed cart
+// …, which mysql still holds"), the rare TestLinearizable_RouterFlips
+// failure under load.
+func TestBackfill_ClaimedBeforeFollowIsNeverReservedAgain(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis)
+	k := tandem.Key{ShopID: 16, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 10); err != nil {
+		t.Fatal(err)
+	}
+	req := cart("sold", 16, one(1, 2, 1))
+	if _, err := p.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Claim(ctx, 16, "sold"); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	if _, err := p.Backfill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []tandem.Mode{tandem.ModeShadow, tandem.ModeMySQL} {
+		p.modes.set(m)
+		res, err := p.Reserve(ctx, req)
+		if code := tandem.ErrorCode(err); code != tandem.ECONFLICT {
+			t.Errorf("mode %s: a retried reserve of the claimed cart answered %+v, %v; want %s", m, res, err, tandem.ECONFLICT)
+		}
+		p.Wait()
+	}
+	if got := p.counters(t, p.mysql, k); got.OnHand != 8 || got.Reserved != 0 {
+		t.Errorf("mysql: got %+v, want on_hand 8 and nothing held", got)
+	}
+	if ds := p.rec.mismatches(); len(ds) > 0 {
+		t.Errorf("divergences: %+v", ds)
+	}
+	p.mustConverge(t)
+}

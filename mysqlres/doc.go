@@ -36,6 +36,9 @@
 //   - no read of the cart token before the reserve: a known token shows as
 //     the header insert's duplicate key (the transaction rolls back and the
 //     stored answer is replayed), and a refusal yields to the token's answer;
+//     a token the ledger records as claimed (sold through another store,
+//     never held here) is refused by the header insert itself, which reads
+//     the claim record's primary key as its status (NULL: error 1048);
 //   - one round trip for a cart whose every line names one group (the
 //     common case): START TRANSACTION, a DELETE of the units found by a
 //     derived table of per-line SKIP LOCKED selects, the header insert

@@ -2,10 +2,14 @@ package mysqlres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/mysqlres"
 )
 
 // SettleClaim records a cart another store claimed through the ledger:
@@ -50,12 +54,12 @@ func TestSettleClaim(t *testing.T) {
 		t.Errorf("counters: got %+v, want on_hand 8 (deducted once), none held", got)
 	}
 
-	// Claimed elsewhere, and its copy landed here after the claim: the
-	// copy is settled, not deducted again.
-	if _, err := s.Ledger().DeductCart(ctx, 1, "late", []tandem.Line{line}); err != nil {
+	// Claimed elsewhere while its copy was landing here (the claim did not
+	// see the copy's hold): the copy is settled, not deducted again.
+	if _, err := s.Reserve(ctx, reserve1("late", 1, 2, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reserve(ctx, reserve1("late", 1, 2, 1)); err != nil {
+	if err := mysqlres.DeductUnseen(ctx, s, 1, "late", []tandem.Line{line}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SettleClaim(ctx, sold("late")); err != nil {
@@ -66,5 +70,66 @@ func TestSettleClaim(t *testing.T) {
 	}
 	if got := mustCounters(t, s, k); got.OnHand != 6 || got.Reserved != 0 {
 		t.Errorf("counters: got %+v, want on_hand 6, none held", got)
+	}
+}
+
+// TestReserveClaimedToken: a token the ledger records as claimed is never
+// held again, on every path of Reserve, though this store never held it
+// (a cart reserved and claimed in Redis before the backfill followed):
+// ECONFLICT, no unit taken, nothing recorded. Granted, the hold would keep
+// units for a cart already sold, and the stores could never converge.
+func TestReserveClaimedToken(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		poolCap  int
+		req      tandem.ReserveRequest
+		wantSlow float64
+	}{
+		{"OneTrip", 0, reserve1("sold", 1, 2, 1), 0},
+		{"TwoTrips", 0, reserve1("sold", 1, 2, 2, 1), 0},
+		{"SlowPath", 1, reserve1("sold", 1, 3, 1, 2), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			s := MustOpenStore(t, func(s *mysqlres.Store) {
+				s.Registerer = reg
+				if tc.poolCap > 0 {
+					s.PoolCap = tc.poolCap
+				}
+			})
+			mustSetOnHand(t, s, key(1, 1), 10)
+			mustSetOnHand(t, s, key(1, 2), 10)
+			if _, err := s.Ledger().DeductCart(ctx, 1, "sold", []tandem.Line{{ItemID: 1, Quantity: 2, GroupID: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				res, err := s.Reserve(ctx, tc.req)
+				wantCode(t, err, tandem.ECONFLICT)
+				if res != nil || !strings.Contains(err.Error(), "already claimed") {
+					t.Errorf("Reserve of a claimed token: got %+v, %v, want no reservation and \"already claimed\"", res, err)
+				}
+			}
+			if got := counterValue(t, reg, "tandem_mysql_reserve_slow_total", ""); got != 2*tc.wantSlow {
+				t.Errorf("%v reserves on the slow path, want %v", got, 2*tc.wantSlow)
+			}
+			if _, err := s.Get(ctx, 1, "sold"); tandem.ErrorCode(err) != tandem.ENOTFOUND {
+				t.Errorf("Get of the refused token: got %v, want %s", err, tandem.ENOTFOUND)
+			}
+			for _, k := range []tandem.Key{key(1, 1), key(1, 2)} {
+				want := int64(10)
+				if k.GroupID == 1 {
+					want = 8
+				}
+				if got := mustCounters(t, s, k); got.OnHand != want || got.Reserved != 0 || got.Available != want {
+					t.Errorf("%s: got %+v, want on_hand %d, nothing held", k, got, want)
+				}
+			}
+			// Another token is held as before.
+			if _, err := s.Reserve(ctx, reserve1("next", 1, 2, 1)); err != nil {
+				t.Fatal(err)
+			}
+			MustHaveNoViolations(t, s)
+		})
 	}
 }

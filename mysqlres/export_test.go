@@ -1,5 +1,12 @@
 package mysqlres
 
+import (
+	"context"
+	"database/sql"
+
+	"github.com/tandemhq/tandem"
+)
+
 // Statements the tests run on a connection of their own, to read what the
 // server did for them (rows examined, plans).
 const (
@@ -42,3 +49,18 @@ const (
 	InvariantPageTarget = invariantPageTarget
 	InvariantPageMax    = invariantPageMax
 )
+
+// DeductUnseen is DeductCart as it runs when the cart's hold here is not
+// committed yet (a claim through another store racing this store's
+// reserve of the same token): the claim recorded and on_hand lowered by
+// lines, the hold left as it is. A reserve refuses a token already
+// claimed, so only this race leaves a hold here beside its claim record.
+func DeductUnseen(ctx context.Context, s *Store, shopID int64, token string, lines []tandem.Line) error {
+	now := s.Now().UTC()
+	return s.withTx(ctx, tagLedger, func(tx *sql.Tx) error {
+		if _, err := recordClaim(ctx, tx, tagLedger, shopID, token, now); err != nil {
+			return err
+		}
+		return s.settle(ctx, tx, tagLedger, nil, lineQuantities(shopID, lines), now)
+	})
+}

@@ -22,12 +22,21 @@ const (
 	reserveCandidateSQL = "(SELECT %d AS cand, id FROM unit_pool WHERE shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id %s ? ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED)"
 	reserveDeleteSQL    = "/* conn_tag='%s' */ DELETE FROM unit_pool WHERE %s"
 	reserveDeleteCond   = "(shop_id = ? AND inventory_item_id = ? AND inventory_group_id = ? AND id IN (%s))"
-	insertHeaderSQL     = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, ?, ?, ?)"
+	// insertHeaderSQL refuses a token the ledger records as claimed: its
+	// status is NULL then (see unclaimedSQL).
+	insertHeaderSQL = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, " + unclaimedSQL + ", ?, ?, ?, ?)"
 	// insertGuardedHeaderSQL follows the delete of the taken units in one
 	// batch; see takeBatch.
-	insertGuardedHeaderSQL = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, 'reserved', ?, IF(ROW_COUNT() = ?, ?, NULL), ?, ?)"
-	insertLinesSQL         = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
-	lineValuesSQL          = "(?, ?, ?, ?, ?, ?, 1)"
+	insertGuardedHeaderSQL = "/* conn_tag='%s' */ INSERT INTO reservations (shop_id, cart_token, status, fingerprint, expires_at, created_at, updated_at) VALUES (?, ?, " + unclaimedSQL + ", ?, IF(ROW_COUNT() = ?, ?, NULL), ?, ?)"
+	// unclaimedSQL is a new header's status: 'reserved', or NULL for a
+	// token the ledger records as claimed. Another store may have sold the
+	// cart while this one never held it (a cart reserved and claimed in
+	// Redis before the backfill followed, which neither the copy nor the
+	// shadow brings here): a sold token is never held again. A point read
+	// of the claims' primary key in the insert itself, not a round trip.
+	unclaimedSQL   = "IF(EXISTS (SELECT 1 FROM claims WHERE shop_id = ? AND cart_token = ?), NULL, 'reserved')"
+	insertLinesSQL = "/* conn_tag='%s' */ INSERT INTO reservation_lines (shop_id, cart_token, line_no, inventory_item_id, inventory_group_id, quantity, held) VALUES "
+	lineValuesSQL  = "(?, ?, ?, ?, ?, ?, 1)"
 	// oneTripDeleteSQL deletes the units a single-group cart takes, found by
 	// a derived table of oneTripPartSQL selects (one per line): the SKIP
 	// LOCKED selects, the delete and, after it, the guarded header and lines
@@ -49,6 +58,9 @@ var (
 	errShort = errors.New("mysqlres: units short on the fast path")
 	// errTokenTaken reports a concurrent reserve of the same cart token.
 	errTokenTaken = errors.New("mysqlres: cart token inserted concurrently")
+	// errTokenClaimed reports a reserve of a token the ledger records as
+	// claimed (unclaimedSQL).
+	errTokenClaimed = errors.New("mysqlres: cart token already claimed")
 )
 
 // take is the units a reserve takes for one line.
@@ -96,6 +108,9 @@ func (s *Store) reserve(ctx context.Context, req tandem.ReserveRequest, fp strin
 			return res, rerr
 		}
 		return nil, err
+	}
+	if errors.Is(err, errTokenClaimed) {
+		return nil, tandem.Errorf(tandem.ECONFLICT, "cart %s is already claimed", req.CartToken)
 	}
 	if errors.Is(err, errTokenTaken) {
 		res, rerr := s.replay(ctx, req, fp)
@@ -335,8 +350,7 @@ func reserveOneTrip(ctx context.Context, tx *batchTx, req tandem.ReserveRequest,
 	b.WriteString(fmt.Sprintf(oneTripDeleteSQL, from))
 	args = holdBatch(&b, args, tagReserve, req, fp, groups, want, now, expires)
 	err := tx.once(ctx, b.String(), args...)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == errBadNull {
+	if nullColumn(err) == "expires_at" {
 		return errShort
 	}
 	if err != nil {
@@ -485,13 +499,14 @@ func takeBatch(tag string, req tandem.ReserveRequest, fp string, takes []take, n
 // gets NULL, which a single-row INSERT refuses (error 1048) whatever the
 // SQL mode, so the batch stops before COMMIT.
 func holdBatch(b *strings.Builder, args []any, tag string, req tandem.ReserveRequest, fp string, groups []int64, want int64, now, expires time.Time) []any {
+	args = append(args, req.ShopID, req.CartToken, req.ShopID, req.CartToken, fp)
 	if want > 0 {
 		b.WriteString("; ")
 		b.WriteString(fmt.Sprintf(insertGuardedHeaderSQL, tag))
-		args = append(args, req.ShopID, req.CartToken, fp, want, expires, now, now)
+		args = append(args, want, expires, now, now)
 	} else {
 		b.WriteString(fmt.Sprintf(insertHeaderSQL, tag))
-		args = append(args, req.ShopID, req.CartToken, fp, expires, now, now)
+		args = append(args, expires, now, now)
 	}
 	b.WriteString("; ")
 	b.WriteString(fmt.Sprintf(insertLinesSQL, tag))
@@ -507,14 +522,33 @@ func holdBatch(b *strings.Builder, args []any, tag string, req tandem.ReserveReq
 
 // takeError classifies the failure of a take batch.
 func takeError(err error) error {
-	var me *mysql.MySQLError
 	switch {
 	case isDuplicate(err):
 		return errTokenTaken
-	case errors.As(err, &me) && me.Number == errBadNull:
+	case nullColumn(err) == "status":
+		return errTokenClaimed
+	case nullColumn(err) == "expires_at":
 		return fmt.Errorf("take units: deleted fewer units than were locked: %w", err)
 	}
 	return fmt.Errorf("take units and insert reservation: %w", err)
+}
+
+// nullColumn returns the column a header insert refused as NULL (error
+// 1048): "status" for a claimed token (unclaimedSQL), "expires_at" for a
+// delete of the taken units short of what was locked (holdBatch); "" for
+// any other error. MySQL and MariaDB name the column alike: "Column
+// 'status' cannot be null".
+func nullColumn(err error) string {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != errBadNull {
+		return ""
+	}
+	for _, c := range []string{"status", "expires_at"} {
+		if strings.Contains(me.Message, "'"+c+"'") {
+			return c
+		}
+	}
+	return "?"
 }
 
 // reserveSlow reserves with the candidates' ledger rows locked (in key
