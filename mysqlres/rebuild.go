@@ -77,6 +77,9 @@ func (s *Store) RebuildShops(ctx context.Context, shops []int64, holds []tandem.
 		}
 		return nil
 	})
+	if err == nil {
+		s.bulk.wrote(ctx, s, len(holds))
+	}
 	return positions, err
 }
 
@@ -348,6 +351,7 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 	if err != nil {
 		return 0, err
 	}
+	s.bulk.wrote(ctx, s, len(holds))
 	if shops == nil {
 		s.repl.forget()
 	}

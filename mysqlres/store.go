@@ -89,6 +89,8 @@ type Store struct {
 	repl    *replenisher
 	// admission queues buyer flows for one of MaxInflight slots.
 	admission admission
+	// bulk refreshes the statistics as bulk writes fill the tables.
+	bulk bulkStats
 
 	ctx       context.Context
 	cancel    context.CancelFunc
