@@ -35,6 +35,10 @@ type dirtyEntry struct {
 	refused bool
 	// deferred is a contention comparison waiting for the cart to converge.
 	deferred *tandem.Comparison
+	// drift is a difference a sweep found and could not converge (markDrift):
+	// recorded once an attempt repairs the cart, dropped when one finds it
+	// equal (it differed only between the listings).
+	drift *tandem.Comparison
 }
 
 // deferredGiveUp is after how many failed attempts a deferred comparison
@@ -143,6 +147,20 @@ func (rp *repairer) markDirtyWith(ck cartKey, authority, cause string, suspect b
 		rp.recordDeferred(flush, false) // superseded by a newer difference
 	}
 	rp.wakeWorker()
+}
+
+// markDrift marks a cart dirty, suspect, for a difference the sweep found
+// (drift, its state_drift) but failed to converge: the drift is recorded
+// when the worker repairs the cart, as the sweep would have. Left to the
+// worker unrecorded, a difference no failure explained went unreported
+// whenever the sweep's attempt timed out.
+func (rp *repairer) markDrift(ck cartKey, authority, cause string, drift tandem.Comparison) {
+	rp.markDirty(ck, authority, cause, true)
+	rp.dirty.mu.Lock()
+	if e := rp.dirty.m[ck]; e != nil {
+		e.drift = &drift
+	}
+	rp.dirty.mu.Unlock()
 }
 
 // markRefused notes that the cart's latest mark, with authority, is of a
@@ -331,7 +349,7 @@ func (rp *repairer) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err 
 		return
 	}
 	var since time.Duration
-	var deferred *tandem.Comparison
+	var deferred, drift *tandem.Comparison
 	converged := false
 	if err == nil && e.gen == gen {
 		delete(d.m, ck)
@@ -341,6 +359,9 @@ func (rp *repairer) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err 
 		}
 		since = rp.r.Now().Sub(e.cart.Since)
 		deferred, converged = e.deferred, true
+		if res == ConvergeRepaired {
+			drift = e.drift
+		}
 	} else if err != nil {
 		e.attempts++
 		e.next = time.Now().Add(rp.retryDelay(e.attempts))
@@ -353,6 +374,9 @@ func (rp *repairer) settleDirty(ck cartKey, gen uint64, res ConvergeResult, err 
 	d.mu.Unlock()
 	if deferred != nil {
 		rp.recordDeferred(deferred, converged)
+	}
+	if drift != nil && rp.r.Recorder != nil {
+		rp.r.Recorder.Record(*drift)
 	}
 	if err == nil && res == ConvergeEqual && since == 0 {
 		return

@@ -304,7 +304,16 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 				rp.recordDrift(mode, c)
 			}
 			if err != nil {
-				rp.markDirty(ck, sot.Name(), "sweep: "+tandem.ErrorMessage(err), true) // unexplained: suspect
+				// Unexplained, so suspect. A convergence that failed (a
+				// store's read or write timed out) leaves the drift to the
+				// worker, to report once it repairs the cart: unreported,
+				// it went missing whenever the sweep's attempt failed.
+				cause := "sweep: " + tandem.ErrorMessage(err)
+				if res == ConvergeFailed {
+					rp.markDrift(ck, sot.Name(), cause, rp.driftComparison(mode, c))
+				} else {
+					rp.markDirty(ck, sot.Name(), cause, true)
+				}
 				return
 			}
 			mu.Lock()
@@ -433,9 +442,13 @@ func (rp *repairer) converged(ctx context.Context) (*Diff, error) {
 
 // recordDrift reports a cart the sweep found different and converged.
 func (rp *repairer) recordDrift(mode tandem.Mode, c CartDiff) {
-	if rp.r.Recorder == nil {
-		return
+	if rp.r.Recorder != nil {
+		rp.r.Recorder.Record(rp.driftComparison(mode, c))
 	}
+}
+
+// driftComparison is the state_drift of a cart the sweep found different.
+func (rp *repairer) driftComparison(mode tandem.Mode, c CartDiff) tandem.Comparison {
 	state := func(store string, lines []tandem.Line) tandem.Outcome {
 		o := tandem.Outcome{Store: store, Status: tandem.StatusOf(tandem.StatusReserved), Lines: lines}
 		if lines == nil {
@@ -443,11 +456,11 @@ func (rp *repairer) recordDrift(mode tandem.Mode, c CartDiff) {
 		}
 		return o
 	}
-	rp.r.Recorder.Record(tandem.Comparison{
+	return tandem.Comparison{
 		At: rp.r.Now(), Pod: rp.r.Pod, Op: tandem.OpAudit, ShopID: c.ShopID, CartToken: c.CartToken,
 		SourceOfTruth: mode.SourceOfTruth(), Kind: tandem.KindStateDrift,
 		Primary: state(mode.SourceOfTruth(), c.SoT), Shadow: state(mode.Shadow(), c.Shadow),
-	})
+	}
 }
 
 type auditResult struct {
