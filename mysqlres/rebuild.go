@@ -78,7 +78,7 @@ func (s *Store) RebuildShops(ctx context.Context, shops []int64, holds []tandem.
 		return nil
 	})
 	if err == nil {
-		s.bulk.wrote(ctx, s, len(holds))
+		s.wroteInBulk(ctx, len(holds))
 	}
 	return positions, err
 }
@@ -351,7 +351,7 @@ func (s *Store) rebuild(ctx context.Context, shops []int64, holds []tandem.Reser
 	if err != nil {
 		return 0, err
 	}
-	s.bulk.wrote(ctx, s, len(holds))
+	s.wroteInBulk(ctx, len(holds))
 	if shops == nil {
 		s.repl.forget()
 	}

@@ -522,12 +522,13 @@ func holdBatch(b *strings.Builder, args []any, tag string, req tandem.ReserveReq
 
 // takeError classifies the failure of a take batch.
 func takeError(err error) error {
-	switch {
-	case isDuplicate(err):
+	if isDuplicate(err) {
 		return errTokenTaken
-	case nullColumn(err) == "status":
+	}
+	switch nullColumn(err) {
+	case "status":
 		return errTokenClaimed
-	case nullColumn(err) == "expires_at":
+	case "expires_at":
 		return fmt.Errorf("take units: deleted fewer units than were locked: %w", err)
 	}
 	return fmt.Errorf("take units and insert reservation: %w", err)
@@ -548,7 +549,7 @@ func nullColumn(err error) string {
 			return c
 		}
 	}
-	return "?"
+	return ""
 }
 
 // reserveSlow reserves with the candidates' ledger rows locked (in key

@@ -35,10 +35,11 @@ type bulkStats struct {
 	analyzed int64
 }
 
-// wrote counts holds written in bulk, and refreshes the statistics when
-// they are due. A refresh that fails is logged, not returned: the holds
-// are written, and the background recomputation follows.
-func (b *bulkStats) wrote(ctx context.Context, s *Store, holds int) {
+// wroteInBulk counts holds written in bulk, and refreshes the statistics
+// when they are due. A refresh that fails is logged, not returned: the
+// holds are written, and the background recomputation follows.
+func (s *Store) wroteInBulk(ctx context.Context, holds int) {
+	b := &s.bulk
 	b.mu.Lock()
 	b.written += int64(holds)
 	due := b.written-b.analyzed >= max(analyzeMinHolds, b.analyzed)
