@@ -144,6 +144,7 @@ func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *con
 	p.Router.Recorder = p.rec
 	p.Router.Dirty = ms
 	p.Router.Now = clock.Now
+	p.Router.Logger = testLogger{t}
 	for _, f := range configure {
 		f(p.Router)
 	}
@@ -153,6 +154,12 @@ func openRouter(t *testing.T, rs *redisres.Store, ms *mysqlres.Store, clock *con
 	t.Cleanup(func() { p.Router.Close() })
 	return p
 }
+
+// testLogger shows the router's warnings in the test's log (a sweep that
+// fails says so only there).
+type testLogger struct{ t testing.TB }
+
+func (l testLogger) Warnw(msg string, kv ...any) { l.t.Logf("router warning: %s %v", msg, kv) }
 
 // mustConverge waits (traffic stopped) for the stores to agree hold by hold
 // and with the ledger, as invariant 5 requires, and fails with the

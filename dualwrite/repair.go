@@ -29,10 +29,14 @@ type repairer struct {
 	// rounds is held by each of the worker's rounds of convergence, and by
 	// a rebuild of a store (holdRounds), so that none runs during the other.
 	rounds sync.Mutex
-	// statsMu guards results and lastSweep.
-	statsMu   sync.Mutex
-	results   map[ConvergeResult]int64
-	lastSweep *SweepReport
+	// statsMu guards results, lastSweep and the sweeps' failures (their
+	// count and the last one's error), which a "did not converge" error
+	// shows.
+	statsMu      sync.Mutex
+	results      map[ConvergeResult]int64
+	lastSweep    *SweepReport
+	sweepsFailed int
+	sweepErr     error
 	// done is closed when the worker has stopped (set by start).
 	done chan struct{}
 }
@@ -169,6 +173,9 @@ func (rp *repairer) work(ctx context.Context) {
 			sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
 			if _, err := rp.sweep(sctx); err != nil && ctx.Err() == nil {
 				rp.r.Logger.Warnw("sweep failed", "pod", rp.r.Pod, "error", err)
+				rp.statsMu.Lock()
+				rp.sweepsFailed, rp.sweepErr = rp.sweepsFailed+1, err
+				rp.statsMu.Unlock()
 			}
 			pprof.SetGoroutineLabels(workLabels[workDirty])
 			nextSweep = time.Now().Add(rp.r.SweepInterval)

@@ -152,6 +152,14 @@ type SweepReport struct {
 	// buyers: a cart reserved or ended between the two listings differs
 	// in them, not in the stores).
 	rewrote int
+	// skipped counts the differing carts the sweep did not try, by why
+	// (dirty, lost, no_slot, stopping), and failed those it tried in vain,
+	// with the first failure: what a "did not converge" error shows.
+	skipped   map[string]int
+	failed    int
+	firstErr  string
+	firstLost string
+	took      time.Duration
 }
 
 // sweep is Router.Sweep.
@@ -160,6 +168,7 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	defer rp.sweepMu.Unlock()
 	mode := rp.r.routeMode()
 	rep := &SweepReport{At: rp.r.Now().UTC()}
+	start := time.Now()
 	shadow := rp.r.store(mode.Shadow())
 	if shadow == nil {
 		return rep, nil
@@ -174,12 +183,12 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 	}
 	settled := rp.r.settled(d.Carts)
 	rep.Holds, rep.Carts, rep.InFlight = d.Holds, len(settled), len(d.Carts)-len(settled)
-	lost, err := rp.lostPositions(ctx, sot)
+	lost, err := rp.lostPositions(ctx, sot, rep)
 	if err != nil {
 		return nil, err
 	}
 	var equal map[cartKey]bool
-	rep.Converged, rep.rewrote, equal = rp.convergeDiffering(ctx, mode, sot, shadow, settled, lost)
+	rep.Converged, rep.rewrote, equal = rp.convergeDiffering(ctx, mode, sot, shadow, settled, lost, rep)
 	switch {
 	case rep.rewrote > 0:
 		if d, err = rp.diffCarts(ctx, mode); err != nil {
@@ -210,6 +219,7 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 		}
 	}
 	rep.Left = len(d.Carts) + len(d.Positions)
+	rep.took = time.Since(start)
 	rp.statsMu.Lock()
 	rp.lastSweep = rep
 	rp.statsMu.Unlock()
@@ -238,17 +248,19 @@ func (rp *repairer) convergeTouched(ctx context.Context, carts []cartKey) error 
 	for i, ck := range carts {
 		diffs[i] = CartDiff{ShopID: ck.shop, CartToken: ck.token}
 	}
-	rp.convergeDiffering(ctx, mode, sot, shadow, diffs, nil)
+	rp.convergeDiffering(ctx, mode, sot, shadow, diffs, nil, &SweepReport{})
 	return nil
 }
 
 // convergeDiffering converges each differing cart from the SoT, in the
 // cart's line, and says how many it made equal, how many of those a store
 // had to change, and which were equal already. It leaves alone the carts
-// the worker has and those on positions the SoT lost.
+// the worker has and those on positions the SoT lost, and tallies in rep
+// the carts it left and those it failed.
 func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot, shadow tandem.ShadowStore, carts []CartDiff,
-	lost map[tandem.Key]bool) (converged, rewrote int, equal map[cartKey]bool) {
+	lost map[tandem.Key]bool, rep *SweepReport) (converged, rewrote int, equal map[cartKey]bool) {
 	equal = map[cartKey]bool{}
+	rep.skipped = map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, convergeParallel)
@@ -259,14 +271,17 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 	for _, c := range carts {
 		ck := cartKey{c.ShopID, c.CartToken}
 		if rp.isDirty(ck) {
+			rep.skipped["dirty"]++
 			continue // the worker has it, with the authority that answered the buyer
 		}
 		if touches(c, lost) {
+			rep.skipped["lost"]++
 			continue // the SoT lost its count there: resync, not convergence
 		}
 		if paced && round == convergeParallel {
 			wg.Wait()
 			if tandem.Pace(ctx, roundStart) != nil {
+				rep.skipped["stopping"]++
 				break // stopping: the next sweep compares again
 			}
 			round, roundStart = 0, time.Now()
@@ -277,6 +292,7 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 		// left for want of one is compared again by the next sweep.
 		if !rp.r.takeSlot() {
 			<-sem
+			rep.skipped["no_slot"]++
 			break
 		}
 		wg.Add(1)
@@ -304,6 +320,11 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 				rp.recordDrift(mode, c)
 			}
 			if err != nil {
+				mu.Lock()
+				if rep.failed++; rep.firstErr == "" {
+					rep.firstErr = fmt.Sprintf("%s: %v", ck.token, err)
+				}
+				mu.Unlock()
 				// Unexplained, so suspect. A convergence that failed (a
 				// store's read or write timed out) leaves the drift to the
 				// worker, to report once it repairs the cart: unreported,
@@ -378,8 +399,9 @@ func (rp *repairer) recount(ctx context.Context, mode tandem.Mode, sot, shadow t
 }
 
 // lostPositions returns the positions where a Redis SoT's count disagrees
-// with the ledger (none for MySQL, whose count is the ledger's).
-func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ShadowStore) (map[tandem.Key]bool, error) {
+// with the ledger (none for MySQL, whose count is the ledger's), and notes
+// the first in rep.
+func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ShadowStore, rep *SweepReport) (map[tandem.Key]bool, error) {
 	if sot.Name() != tandem.StoreRedis || rp.r.Ledger == nil {
 		return nil, nil
 	}
@@ -399,6 +421,9 @@ func (rp *repairer) lostPositions(ctx context.Context, sot tandem.ShadowStore) (
 	for k, v := range ledger {
 		if have[k] != v {
 			lost[k] = true
+			if rep.firstLost == "" {
+				rep.firstLost = fmt.Sprintf("%s: ledger %d, %s %d", k, v, sot.Name(), have[k])
+			}
 		}
 	}
 	return lost, nil
@@ -433,8 +458,11 @@ func (rp *repairer) converged(ctx context.Context) (*Diff, error) {
 				return nil, fmt.Errorf("pod %s: %w", rp.r.Pod, err)
 			}
 			st := rp.stats()
-			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v; %s",
-				rp.r.Pod, st.Dirty, rp.dirtySample(), st.Results, st.LastSweep, last)
+			rp.statsMu.Lock()
+			failed, sweepErr := rp.sweepsFailed, rp.sweepErr
+			rp.statsMu.Unlock()
+			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v (%d sweeps failed, the last with %v); %s",
+				rp.r.Pod, st.Dirty, rp.dirtySample(), st.Results, st.LastSweep, failed, sweepErr, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
