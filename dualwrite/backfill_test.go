@@ -127,7 +127,15 @@ func TestBackfill_OnlineUnderLoad(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if _, err := p.Converged(cctx); err != nil {
+	if d, err := p.Converged(cctx); err != nil {
+		// What the pod recorded of each cart left differing.
+		for _, c := range d.Carts {
+			for _, cmp := range p.rec.snapshot() {
+				if cmp.ShopID == c.ShopID && cmp.CartToken == c.CartToken {
+					t.Logf("cart %d/%s: %s sot %s %+v, shadow %+v, kind %q", c.ShopID, c.CartToken, cmp.Op, cmp.SourceOfTruth, cmp.Primary, cmp.Shadow, cmp.Kind)
+				}
+			}
+		}
 		t.Fatal(err)
 	}
 }
@@ -194,6 +202,72 @@ func TestBackfill_CopiesCurrentHolds(t *testing.T) {
 	}
 	if got := p.counters(t, p.mysql, k); got.OnHand != 9 || got.Reserved != 2 {
 		t.Errorf("mysql after the copy: got %+v, want on_hand 9 and the 2 units of cart new held", got)
+	}
+	p.modes.set(tandem.ModeShadow)
+	p.mustConverge(t)
+}
+
+// TestBackfill_LeavesUncopiedShopsToTheirBatch: while a copy runs, the
+// shadow work of a shop whose batch has not started is left out (its batch
+// reads Redis after it); a shop being copied waits for its batch, and a
+// shop copied is followed. Writing the uncopied shops' operations into
+// MySQL filled every shop's unit pool in the copy's first seconds, only
+// for its batch to rewrite it: the buyers' worst moment of the copy.
+func TestBackfill_LeavesUncopiedShopsToTheirBatch(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis, func(r *dualwrite.Router) { r.BackfillBatch, r.BackfillWorkers = 1, 1 })
+	for shop := int64(21); shop <= 22; shop++ {
+		if _, err := p.SetOnHand(ctx, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}, 10); err != nil {
+			t.Fatal(err)
+		}
+		for _, token := range []string{"old", "leaving", "sold"} {
+			if _, err := p.Reserve(ctx, cart(token, shop, one(1, 1, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// One shop per batch: shop 21's batch is held before it writes.
+	entered, open := p.fm.hold("rebuild_shops", "21")
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Backfill(ctx)
+		done <- err
+	}()
+	<-entered
+	buy := func(shop int64) {
+		if _, err := p.Reserve(ctx, cart("new", shop, one(1, 2, 1))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Release(ctx, shop, "leaving"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Claim(ctx, shop, "sold"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Shop 22's shadow work is left out: MySQL never sees its new cart
+	// before the batch.
+	buy(22)
+	p.Wait()
+	if res, err := p.mysql.Get(ctx, 22, "new"); tandem.ErrorCode(err) != tandem.ENOTFOUND {
+		t.Errorf("mysql before shop 22's batch: cart new is %+v (%v), want never seen (its batch copies it)", res, err)
+	}
+	// Shop 21's waits for its batch.
+	buy(21)
+	open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	for shop := int64(21); shop <= 22; shop++ {
+		for token, want := range map[string]tandem.Status{"old": tandem.StatusReserved, "new": tandem.StatusReserved,
+			"leaving": tandem.StatusReleased, "sold": tandem.StatusClaimed} {
+			if got := status(t, p.mysql, shop, token); got != want {
+				t.Errorf("mysql after the copy: shop %d's cart %s is %q, want %s as in Redis", shop, token, got, want)
+			}
+		}
+		if got := p.counters(t, p.mysql, tandem.Key{ShopID: shop, ItemID: 1, GroupID: 1}); got.OnHand != 9 || got.Reserved != 3 {
+			t.Errorf("mysql after the copy: shop %d has %+v, want on_hand 9 and 3 units held", shop, got)
+		}
 	}
 	p.modes.set(tandem.ModeShadow)
 	p.mustConverge(t)

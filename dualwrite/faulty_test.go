@@ -2,6 +2,7 @@ package dualwrite_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type faulty struct {
 	// most at once, rebuildHolds the holds of each call.
 	rebuilding, mostRebuilding atomic.Int32
 	rebuildHolds               []int
+	// rebuildSpans are when each RebuildShops call started and ended.
+	rebuildSpans [][2]time.Time
 }
 
 // gate holds one operation on one cart until opened.
@@ -298,7 +301,16 @@ func (f *faulty) RebuildShops(ctx context.Context, shops []int64, holds []tandem
 	f.mu.Lock()
 	f.rebuildHolds = append(f.rebuildHolds, len(holds))
 	f.mu.Unlock()
-	return f.inner.RebuildShops(ctx, shops, holds)
+	// Held (hold("rebuild_shops", first shop)) before it writes.
+	start := time.Now()
+	defer func() {
+		f.mu.Lock()
+		f.rebuildSpans = append(f.rebuildSpans, [2]time.Time{start, time.Now()})
+		f.mu.Unlock()
+	}()
+	return do(f, ctx, "rebuild_shops", strconv.FormatInt(shops[0], 10), func(ctx context.Context) (int, error) {
+		return f.inner.RebuildShops(ctx, shops, holds)
+	})
 }
 
 func (f redisFaulty) Marked(ctx context.Context) (bool, error) {

@@ -46,6 +46,12 @@ type migrator struct {
 	pauseMu sync.Mutex
 	paused  map[int64]chan struct{}
 	pausing atomic.Int64
+	// uncopied (under pauseMu) holds the shops a copy will rewrite and
+	// has not paused yet: their shadow work in mode redis is skipped
+	// (skipsShadow). awaiting counts them, so that shadow work outside a
+	// copy never takes pauseMu.
+	uncopied map[int64]bool
+	awaiting atomic.Int64
 	// loss watches the pod's Redis for a data loss (redisloss.go).
 	loss redisLoss
 }
@@ -177,6 +183,10 @@ func (mg *migrator) pauseShops(shops []int64) (resume func()) {
 	}
 	for _, sh := range shops {
 		mg.paused[sh] = done
+		if mg.uncopied[sh] {
+			delete(mg.uncopied, sh)
+			mg.awaiting.Add(-1)
+		}
 	}
 	mg.pauseMu.Unlock()
 	return func() {
@@ -190,6 +200,40 @@ func (mg *migrator) pauseShops(shops []int64) (resume func()) {
 		close(done)
 		mg.pausing.Add(-1)
 	}
+}
+
+// awaitCopy marks shops as waiting for their batch of a copy (see
+// skipsShadow) until the returned func is called or the batch pauses them.
+func (mg *migrator) awaitCopy(shops []int64) (done func()) {
+	mg.pauseMu.Lock()
+	mg.uncopied = make(map[int64]bool, len(shops))
+	for _, sh := range shops {
+		mg.uncopied[sh] = true
+	}
+	mg.awaiting.Store(int64(len(mg.uncopied)))
+	mg.pauseMu.Unlock()
+	return func() {
+		mg.pauseMu.Lock()
+		mg.uncopied = nil
+		mg.awaiting.Store(0)
+		mg.pauseMu.Unlock()
+	}
+}
+
+// skipsShadow reports whether a shadow job of shop, run once its SoT
+// answered, can be left out because a copy will rewrite the shop after
+// it: the batch pauses the shop's shadow work, then reads Redis, which
+// has the job's operation by then. Writing it into MySQL first was the
+// copy's largest cost to buyers: from the first moment of following,
+// every shop's first shadow reserve filled its whole unit pool, only for
+// its batch to rewrite it.
+func (mg *migrator) skipsShadow(shop int64) bool {
+	if mg.awaiting.Load() == 0 {
+		return false
+	}
+	mg.pauseMu.Lock()
+	defer mg.pauseMu.Unlock()
+	return mg.uncopied[shop]
 }
 
 // waitShop returns when the shop's shadow work may run.

@@ -248,6 +248,13 @@ func (r *Router) runShadow(j *shadowJob, p tandem.Outcome, havePrimary bool) {
 	if j.prev != nil {
 		<-j.prev
 	}
+	if o.sot.Name() == tandem.StoreRedis && o.ck.token != "" && !p.Failed() && p.Status != tandem.ENOTFOUND && r.migrate.skipsShadow(o.ck.shop) {
+		// A copy runs, and its batch will rewrite this shop from Redis,
+		// the SoT, which has just answered. (A cart the SoT does not know
+		// may be the shadow's to answer: that job runs.)
+		j.answer(tandem.Outcome{Store: o.shadow.Name(), Status: tandem.OutcomeSkipped}, nil, nil)
+		return
+	}
 	r.migrate.waitShop(base, o.ck.shop)
 	if p.Status == tandem.ENOTFOUND && r.repair.suspect(base, o.ck, o.sot.Name()) {
 		// The shadow's copy may be a hold the SoT refused, still to be

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/dualwrite"
@@ -148,7 +149,7 @@ func TestBackfill_GentleWithBuyers(t *testing.T) {
 				}
 			}
 			p.fm.mu.Lock()
-			sizes := slices.Clone(p.fm.rebuildHolds)
+			sizes, spans := slices.Clone(p.fm.rebuildHolds), slices.Clone(p.fm.rebuildSpans)
 			p.fm.mu.Unlock()
 			biggest := slices.Max(sizes)
 			pr := p.BackfillProgress()
@@ -160,6 +161,16 @@ func TestBackfill_GentleWithBuyers(t *testing.T) {
 				if biggest > dualwrite.GentleBackfillBatch || p.fm.mostRebuilding.Load() != 1 || !pr.YieldingToBuyers {
 					t.Errorf("batches of %v holds, %d at most at once, yielding %v: want at most %d holds, one at a time, yielding",
 						sizes, p.fm.mostRebuilding.Load(), pr.YieldingToBuyers, dualwrite.GentleBackfillBatch)
+				}
+				// Each batch rests after it, (1-duty)/duty times as long as
+				// it took (a batch's own time includes its Redis read:
+				// longer than its write).
+				rest := (1 - dualwrite.GentleBackfillDuty) / dualwrite.GentleBackfillDuty
+				for i := 1; i < len(spans); i++ {
+					took, gap := spans[i-1][1].Sub(spans[i-1][0]), spans[i][0].Sub(spans[i-1][1])
+					if gap < time.Duration(rest*float64(took)) {
+						t.Errorf("batch %d wrote for %s and the next began %s later, want a rest of at least %.0fx that", i, took, gap, rest)
+					}
 				}
 			} else if biggest <= dualwrite.GentleBackfillBatch || pr.YieldingToBuyers {
 				t.Errorf("batches of %v holds, yielding %v: want batches of up to %d holds, not yielding",
