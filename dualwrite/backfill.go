@@ -115,10 +115,11 @@ const (
 // between the buyers' commands. Nor can the throttle's window (seconds of
 // buyers' latencies) slow a copy that ends in two: batches back to back
 // put the buyers' p99 at 4-6.6x its level before the copy, a quarter of
-// the time at 2.2-2.7x (BENCHMARKS.md). A quiet pod copies at full speed.
+// the time at 2.6-3.2x, 15% of it at 2.2-2.6x (BENCHMARKS.md). A quiet
+// pod copies at full speed.
 const (
 	GentleBackfillBatch = 1000
-	GentleBackfillDuty  = 0.25
+	GentleBackfillDuty  = 0.15
 	GentleCatchUpDuty   = 0.5
 )
 
