@@ -153,7 +153,8 @@ type SweepReport struct {
 	// in them, not in the stores).
 	rewrote int
 	// skipped counts the differing carts the sweep did not try, by why
-	// (dirty, lost, no_slot, stopping), and failed those it tried in vain,
+	// (dirty, lost, and the rest of them when it stopped or found no
+	// slot), and failed those it tried in vain,
 	// with the first failure: what a "did not converge" error shows.
 	skipped   map[string]int
 	failed    int
@@ -248,7 +249,13 @@ func (rp *repairer) convergeTouched(ctx context.Context, carts []cartKey) error 
 	for i, ck := range carts {
 		diffs[i] = CartDiff{ShopID: ck.shop, CartToken: ck.token}
 	}
-	rp.convergeDiffering(ctx, mode, sot, shadow, diffs, nil, &SweepReport{})
+	rep := &SweepReport{}
+	rp.convergeDiffering(ctx, mode, sot, shadow, diffs, nil, rep)
+	if left := rep.skipped["no_slot"] + rep.skipped["stopping"]; left > 0 || rep.failed > 0 {
+		// Left to the worker (failed) and to the periodic sweep (not tried).
+		rp.r.Logger.Warnw("the backfill's catch-up left carts", "pod", rp.r.Pod, "carts", len(carts),
+			"not_tried", left, "failed", rep.failed, "first_error", rep.firstErr)
+	}
 	return nil
 }
 
@@ -268,7 +275,7 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 	// time and rests after each round.
 	paced := tandem.Paced(ctx)
 	round, roundStart := 0, time.Now()
-	for _, c := range carts {
+	for i, c := range carts {
 		ck := cartKey{c.ShopID, c.CartToken}
 		if rp.isDirty(ck) {
 			rep.skipped["dirty"]++
@@ -281,7 +288,7 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 		if paced && round == convergeParallel {
 			wg.Wait()
 			if tandem.Pace(ctx, roundStart) != nil {
-				rep.skipped["stopping"]++
+				rep.skipped["stopping"] += len(carts) - i
 				break // stopping: the next sweep compares again
 			}
 			round, roundStart = 0, time.Now()
@@ -292,7 +299,7 @@ func (rp *repairer) convergeDiffering(ctx context.Context, mode tandem.Mode, sot
 		// left for want of one is compared again by the next sweep.
 		if !rp.r.takeSlot() {
 			<-sem
-			rep.skipped["no_slot"]++
+			rep.skipped["no_slot"] += len(carts) - i
 			break
 		}
 		wg.Add(1)
