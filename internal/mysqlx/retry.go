@@ -48,19 +48,18 @@ func Retry(ctx context.Context, attempt func() error, onRetry func(n int, err er
 // or closed mid-request). database/sql reruns only what never reached the
 // server (driver.ErrBadConn before a write); a connection that dies after
 // (the server, a proxy or the network dropped it) leaves the outcome
-// unknown, which a keyed attempt settles by running again, at once, on
-// the next connection, up to MaxAttempts: a cut can leave several dead
-// connections in the pool, and each rerun discards one (the soak saw a
-// claim's second attempt, 10 s after a cut ended, break on another).
-// A server that is gone refuses the dial, which ends the reruns.
+// unknown, which a keyed attempt settles by running again on a fresh
+// connection. A second break is returned: the server is likely gone.
 func RetryIdempotent(ctx context.Context, attempt func() error, onRetry func(n int, err error)) error {
 	return retry(ctx, attempt, onRetry, true)
 }
 
 func retry(ctx context.Context, attempt func() error, onRetry func(n int, err error), idempotent bool) error {
+	lost := false
 	for n := 1; ; n++ {
 		err := attempt()
-		if err != nil && idempotent && ConnLost(err) && ctx.Err() == nil && n < MaxAttempts {
+		if err != nil && idempotent && !lost && ConnLost(err) && ctx.Err() == nil && n < MaxAttempts {
+			lost = true
 			if onRetry != nil {
 				onRetry(n, err)
 			}
