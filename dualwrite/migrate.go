@@ -47,7 +47,7 @@ type migrator struct {
 	paused  map[int64]chan struct{}
 	pausing atomic.Int64
 	// uncopied (under pauseMu) holds the shops a copy will rewrite and
-	// has not paused yet: their shadow work in mode redis is skipped
+	// has not paused yet: their shadow work, when Redis is the SoT, is skipped
 	// (skipsShadow). awaiting counts them, so that shadow work outside a
 	// copy never takes pauseMu.
 	uncopied map[int64]bool

@@ -37,7 +37,8 @@ type repairer struct {
 	lastSweep    *SweepReport
 	sweepsFailed int
 	sweepErr     error
-	// done is closed when the worker has stopped (set by start).
+	// done is closed when the worker and the sweeps have stopped (set by
+	// start).
 	done chan struct{}
 }
 
@@ -139,19 +140,24 @@ func (rp *repairer) observe(res ConvergeResult, err error, since time.Duration) 
 	}
 }
 
-// start starts the worker; it stops with ctx, and done is closed then.
+// start starts the worker and the periodic sweep; they stop with ctx, and
+// done is closed then.
 func (rp *repairer) start(ctx context.Context) {
 	rp.done = make(chan struct{})
-	go rp.work(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { rp.work(ctx) })
+	wg.Go(func() { rp.sweeps(ctx) })
+	go func() {
+		wg.Wait()
+		close(rp.done)
+	}()
 }
 
 // work is the convergence worker.
 func (rp *repairer) work(ctx context.Context) {
-	defer close(rp.done)
 	pprof.SetGoroutineLabels(workLabels[workDirty])
 	tick := time.NewTicker(rp.r.ShadowTimeout / 2)
 	defer tick.Stop()
-	nextSweep := time.Now().Add(rp.r.SweepInterval)
 	// Each round of convergence asks the pod's throttle first.
 	rounds := tandem.WithThrottle(ctx, rp.r.Throttle, tandem.JobConverge)
 	for {
@@ -161,25 +167,43 @@ func (rp *repairer) work(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-rp.dirty.wake:
-		case <-rp.sweepCh:
-			nextSweep = time.Now()
 		}
 		rp.flushDirty(ctx)
 		for tandem.WaitThrottle(rounds) == nil && rp.convergeDue(ctx) == convergeBatch && ctx.Err() == nil {
 			rp.flushDirty(ctx)
 		}
-		if !time.Now().Before(nextSweep) && !rp.r.migrate.copying() && !rp.r.migrate.rebuilding() {
-			pprof.SetGoroutineLabels(workLabels[workSweep])
-			sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
-			if _, err := rp.sweep(sctx); err != nil && ctx.Err() == nil {
-				rp.r.Logger.Warnw("sweep failed", "pod", rp.r.Pod, "error", err)
-				rp.statsMu.Lock()
-				rp.sweepsFailed, rp.sweepErr = rp.sweepsFailed+1, err
-				rp.statsMu.Unlock()
-			}
-			pprof.SetGoroutineLabels(workLabels[workDirty])
-			nextSweep = time.Now().Add(rp.r.SweepInterval)
+	}
+}
+
+// sweeps runs the periodic sweep every SweepInterval (at once when asked,
+// sweepSoon), but not while a copy or a rebuild runs. It runs beside the
+// worker, not in its rounds: a paced sweep of a pod's holds takes tens of
+// seconds under load, and the dirty carts it skips (they are the worker's)
+// waited all that time (TestBackfill_OnlineUnderLoad's rare failure).
+func (rp *repairer) sweeps(ctx context.Context) {
+	pprof.SetGoroutineLabels(workLabels[workSweep])
+	tick := time.NewTicker(rp.r.ShadowTimeout / 2)
+	defer tick.Stop()
+	next := time.Now().Add(rp.r.SweepInterval)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-rp.sweepCh:
+			next = time.Now()
 		}
+		if time.Now().Before(next) || rp.r.migrate.copying() || rp.r.migrate.rebuilding() {
+			continue
+		}
+		sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
+		if _, err := rp.sweep(sctx); err != nil && ctx.Err() == nil {
+			rp.r.Logger.Warnw("sweep failed", "pod", rp.r.Pod, "error", err)
+			rp.statsMu.Lock()
+			rp.sweepsFailed, rp.sweepErr = rp.sweepsFailed+1, err
+			rp.statsMu.Unlock()
+		}
+		next = time.Now().Add(rp.r.SweepInterval)
 	}
 }
 

@@ -266,6 +266,50 @@ func TestRouter_ShadowRepair(t *testing.T) {
 			t.Fatalf("mysql after the worker: got %+v, want nothing held", got)
 		}
 	})
+	t.Run("DirtyCartConvergesWhileASweepRuns", func(t *testing.T) {
+		// The periodic sweep is stopped in its listing of the shadow (a
+		// paced sweep of a pod's holds takes tens of seconds under
+		// load), and a cart's shadow release times out meanwhile: the
+		// worker converges the cart without waiting for the sweep. It
+		// waited when the sweep ran in the worker's own rounds
+		// (TestBackfill_OnlineUnderLoad's rare failure: 132 carts left
+		// dirty through a 42.6 s sweep, past the test's deadline).
+		p := mustOpenPod(t, tandem.ModeShadow, func(r *dualwrite.Router) { r.SweepInterval = 50 * time.Millisecond })
+		k := tandem.Key{ShopID: 5, ItemID: 1, GroupID: 1}
+		if _, err := p.SetOnHand(ctx, k, 3); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Reserve(ctx, cart("buyer", 5, one(1, 1, 1))); err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		listing, endListing := p.fm.hold("active_holds", "")
+		var once sync.Once
+		resumeSweep := func() { once.Do(endListing) }
+		defer resumeSweep()
+		<-listing
+		p.fm.set("release", 2*dualwrite.DefaultShadowTimeout, false)
+		if _, err := p.Release(ctx, 5, "buyer"); err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		if p.DirtyCarts() != 1 {
+			t.Fatalf("after the shadow's release timed out: %d dirty carts, want the cart", p.DirtyCarts())
+		}
+		p.fm.heal()
+		// The worker's first attempt comes 2 x ShadowTimeout after the
+		// mark; the deadline only bounds a test that fails.
+		for deadline := time.Now().Add(30 * time.Second); p.DirtyCarts() != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the dirty cart was not converged in 30 s while the sweep ran: %+v", p.ConvergeStats())
+			}
+		}
+		if got := status(t, p.mysql, 5, "buyer"); got != tandem.StatusReleased {
+			t.Errorf("mysql once the worker converged the cart: %q, want released", got)
+		}
+		resumeSweep()
+		p.mustConverge(t)
+	})
 	t.Run("SweepOfAListingRace", func(t *testing.T) {
 		// A cart that ended between the two stores' listings shows in
 		// one of them only. Its convergence finds the stores equal: the

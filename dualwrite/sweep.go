@@ -450,14 +450,16 @@ func touches(c CartDiff, lost map[tandem.Key]bool) bool {
 // converged is Router.Converged.
 func (rp *repairer) converged(ctx context.Context) (*Diff, error) {
 	var last *Diff
+	var lastAt time.Time // when the comparison of last began
 	for {
 		rp.r.Wait()
+		at := time.Now()
 		d, err := rp.diff(ctx, rp.r.Mode())
 		if err == nil {
 			if d.Empty() && rp.dirtyCarts() == 0 {
 				return d, nil
 			}
-			last = d
+			last, lastAt = d, at
 		}
 		select {
 		case <-ctx.Done():
@@ -468,8 +470,10 @@ func (rp *repairer) converged(ctx context.Context) (*Diff, error) {
 			rp.statsMu.Lock()
 			failed, sweepErr := rp.sweepsFailed, rp.sweepErr
 			rp.statsMu.Unlock()
-			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v (%d sweeps failed, the last with %v); %s",
-				rp.r.Pod, st.Dirty, rp.dirtySample(), st.Results, st.LastSweep, failed, sweepErr, last)
+			// A comparison of a large pod under load takes seconds: the
+			// one shown may predate the last convergences.
+			return last, fmt.Errorf("pod %s did not converge: %d dirty carts (%s); convergences %v; last sweep %+v (%d sweeps failed, the last with %v); the last complete comparison, begun %s ago: %s",
+				rp.r.Pod, st.Dirty, rp.dirtySample(), st.Results, st.LastSweep, failed, sweepErr, time.Since(lastAt).Round(time.Millisecond), last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
