@@ -380,75 +380,32 @@ func (mg *migrator) copyShops(ctx context.Context, lister tandem.ShopLister, sho
 		size, workers = min(size, GentleBackfillBatch), 1
 	}
 	batches := cutBatches(shops, counts, size)
-	ck := &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}
-	for i := range ck.done {
-		ck.done[i] = -1
+	c := &copyRun{mg: mg, lister: lister, byShop: byShop, save: save, gentle: gentle, batches: batches,
+		ck: &checkpoints{batches: batches, done: make([]int, len(batches)), at: from}}
+	for i := range c.ck.done {
+		c.ck.done[i] = -1
 	}
 	now := mg.r.Now()
 	mg.setBackfill(func(p *BackfillProgress) {
 		p.Phase, p.Total, p.BatchesTotal, p.copyStart = "copy", total, len(batches), now
 	})
-	var copied atomic.Int64
-	copied.Store(int64(from.Copied))
-	var firstErr error
-	var errOnce sync.Once
-	var stopped atomic.Bool // firstErr is set
-	var saveMu sync.Mutex
+	c.copied.Store(int64(from.Copied))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range work {
-				b := batches[i]
-				batchStart := time.Now()
-				n, err := mg.copyBatch(ctx, lister, b, byShop)
-				if err != nil {
-					errOnce.Do(func() {
-						firstErr = fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err)
-					})
-					stopped.Store(true)
-					continue
-				}
-				c := int(copied.Add(int64(n)))
-				at, moved := ck.commit(i, n)
-				mg.setBackfill(func(p *BackfillProgress) {
-					p.Copied, p.Batches = c, p.Batches+1
-					if moved {
-						p.Checkpoint = at.Shop
-					}
-				})
-				if moved && save != nil {
-					saveMu.Lock()
-					if at.Shop >= ck.saved() {
-						if err := save(ctx, at); err != nil {
-							mg.r.Logger.Warnw("could not save the backfill's checkpoint; the copy goes on", "pod", mg.r.Pod, "shop", at.Shop, "error", err)
-						} else {
-							ck.setSaved(at.Shop)
-						}
-					}
-					saveMu.Unlock()
-				}
-				if gentle {
-					// Rest after each batch (GentleBackfillDuty), then ask
-					// the throttle; a critical load stops the copy.
-					if err := tandem.Pace(tandem.WithPace(ctx, GentleBackfillDuty), batchStart); err != nil && ctx.Err() == nil {
-						errOnce.Do(func() { firstErr = fmt.Errorf("backfill stopped: %w", err) })
-						stopped.Store(true)
-					}
-				}
+				c.copy(ctx, i)
 			}
-		}()
+		})
 	}
 	for i := range batches {
 		// Each batch asks the pod's throttle first; a critical load
 		// stops the copy (its checkpoint stays for the next run).
 		if err := tandem.WaitThrottle(ctx); err != nil && ctx.Err() == nil {
-			errOnce.Do(func() { firstErr = fmt.Errorf("backfill stopped: %w", err) })
-			stopped.Store(true)
+			c.fail(fmt.Errorf("backfill stopped: %w", err))
 		}
-		if ctx.Err() != nil || stopped.Load() {
+		if ctx.Err() != nil || c.stopped.Load() {
 			break
 		}
 		work <- i
@@ -456,9 +413,70 @@ func (mg *migrator) copyShops(ctx context.Context, lister tandem.ShopLister, sho
 	close(work)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return int(copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", mg.r.Pod)
+		return int(c.copied.Load()), tandem.Errorf(tandem.EUNAVAILABLE, "backfill of pod %s cancelled", mg.r.Pod)
 	}
-	return int(copied.Load()), firstErr
+	return int(c.copied.Load()), c.firstErr
+}
+
+// copyRun is one copy of copyShops, shared by its workers.
+type copyRun struct {
+	mg      *migrator
+	lister  tandem.ShopLister
+	byShop  map[int64][]tandem.Reservation
+	save    func(context.Context, tandem.BackfillCheckpoint) error
+	gentle  bool
+	batches []backfillBatch
+	ck      *checkpoints
+	copied  atomic.Int64
+	saveMu  sync.Mutex
+	// firstErr is the first failure (set once); stopped is set with it.
+	errOnce  sync.Once
+	firstErr error
+	stopped  atomic.Bool
+}
+
+// fail stops the copy with err, unless it failed already.
+func (c *copyRun) fail(err error) {
+	c.errOnce.Do(func() { c.firstErr = err })
+	c.stopped.Store(true)
+}
+
+// copy copies batch i, records its progress and saves the checkpoint it
+// reaches; a gentle copy then rests.
+func (c *copyRun) copy(ctx context.Context, i int) {
+	mg, b := c.mg, c.batches[i]
+	batchStart := time.Now()
+	n, err := mg.copyBatch(ctx, c.lister, b, c.byShop)
+	if err != nil {
+		c.fail(fmt.Errorf("backfill: copy shops %d..%d: %w", b.shops[0], b.shops[len(b.shops)-1], err))
+		return
+	}
+	copied := int(c.copied.Add(int64(n)))
+	at, moved := c.ck.commit(i, n)
+	mg.setBackfill(func(p *BackfillProgress) {
+		p.Copied, p.Batches = copied, p.Batches+1
+		if moved {
+			p.Checkpoint = at.Shop
+		}
+	})
+	if moved && c.save != nil {
+		c.saveMu.Lock()
+		if at.Shop >= c.ck.saved() {
+			if err := c.save(ctx, at); err != nil {
+				mg.r.Logger.Warnw("could not save the backfill's checkpoint; the copy goes on", "pod", mg.r.Pod, "shop", at.Shop, "error", err)
+			} else {
+				c.ck.setSaved(at.Shop)
+			}
+		}
+		c.saveMu.Unlock()
+	}
+	if c.gentle {
+		// Rest after each batch (GentleBackfillDuty), then ask the
+		// throttle; a critical load stops the copy.
+		if err := tandem.Pace(tandem.WithPace(ctx, GentleBackfillDuty), batchStart); err != nil && ctx.Err() == nil {
+			c.fail(fmt.Errorf("backfill stopped: %w", err))
+		}
+	}
 }
 
 // copyBatch copies one batch and returns how many holds it wrote. The

@@ -308,32 +308,11 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	l.phase.Store(1)
 	holdsBefore := gatherHolds(s.reg)
 	start := time.Now()
-	var mu sync.Mutex
-	marks := map[string]time.Duration{}
-	watch := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-watch:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if pr := s.router.BackfillProgress(); pr != nil {
-				mu.Lock()
-				if _, ok := marks[pr.Phase]; !ok {
-					marks[pr.Phase] = time.Since(start)
-					if pr.Phase == "catch_up" {
-						l.phase.Store(phaseCatchUp)
-					}
-				}
-				mu.Unlock()
-			}
-		}
-	}()
+	marks := watchPhases(s.router, start, l)
 	n, err := s.router.Backfill(ctx)
 	took := time.Since(start)
 	copyHolds := gatherHolds(s.reg).since(holdsBefore)
-	close(watch)
+	marks.stop()
 	l.halt()
 	if err != nil {
 		return res, err
@@ -343,27 +322,22 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 	_, cerr := s.router.Converged(cctx)
 	cancel()
 
-	mu.Lock()
-	defer mu.Unlock()
 	res.Holds, res.CopySeconds, res.HoldsPerSec = n, took.Seconds(), float64(n)/took.Seconds()
 	res.BuyerErrors, res.Converged = l.errs.Load(), cerr == nil
 	if cerr != nil {
 		res.ConvergeError = cerr.Error()
 	}
-	during := append(slices.Clone(l.lat[1]), l.lat[phaseCatchUp]...)
-	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(during)
-	res.ListSeconds = marks["copy"].Seconds()
-	if at, ok := marks["catch_up"]; ok {
-		res.WriteSeconds, res.CatchUpSecs = (at - marks["copy"]).Seconds(), (took - at).Seconds()
+	copyAt, _ := marks.at("copy")
+	res.ListSeconds = copyAt.Seconds()
+	if at, ok := marks.at("catch_up"); ok {
+		res.WriteSeconds, res.CatchUpSecs = (at - copyAt).Seconds(), (took - at).Seconds()
 	} else {
-		res.WriteSeconds = (took - marks["copy"]).Seconds() // no catch-up (dualwrite.CatchUpSkipped)
+		res.WriteSeconds = (took - copyAt).Seconds() // no catch-up (dualwrite.CatchUpSkipped)
 	}
 	if pr := s.router.BackfillProgress(); pr != nil {
 		res.CatchUp = pr.CatchUp
 	}
-	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
-	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(during, 0.5)), ms(quantileOf(during, 0.99))
-	res.WriteP99MS, res.CatchUpP99MS = ms(quantileOf(l.lat[1], 0.99)), ms(quantileOf(l.lat[phaseCatchUp], 0.99))
+	l.latencies(&res)
 	res.ThrottledSeconds = throttledByReason(s.reg, tandem.JobBackfill)
 	res.ConnHoldMeanMS, res.ConnHoldP99MS = copyHolds.meansMS(), copyHolds.quantilesMS(0.99)
 	if b.Audit && res.Converged {
@@ -374,6 +348,66 @@ func (b *Backfill) Run(ctx context.Context, progress io.Writer) (BackfillResult,
 		res.Audit = &a
 	}
 	return res, nil
+}
+
+// phaseMarks records when a backfill entered each of its phases.
+type phaseMarks struct {
+	mu     sync.Mutex
+	marks  map[string]time.Duration
+	done   chan struct{}
+	exited chan struct{}
+}
+
+// watchPhases polls r's backfill progress from start until stop, and moves
+// the buyers' latencies to the catch-up phase when it begins.
+func watchPhases(r *dualwrite.Router, start time.Time, l *backfillBuyers) *phaseMarks {
+	m := &phaseMarks{marks: map[string]time.Duration{}, done: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(m.exited)
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if pr := r.BackfillProgress(); pr != nil {
+				m.mu.Lock()
+				if _, ok := m.marks[pr.Phase]; !ok {
+					m.marks[pr.Phase] = time.Since(start)
+					if pr.Phase == "catch_up" {
+						l.phase.Store(phaseCatchUp)
+					}
+				}
+				m.mu.Unlock()
+			}
+		}
+	}()
+	return m
+}
+
+// stop ends the watch.
+func (m *phaseMarks) stop() {
+	close(m.done)
+	<-m.exited
+}
+
+// at returns when the backfill entered phase, and whether it did.
+func (m *phaseMarks) at(phase string) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.marks[phase]
+	return d, ok
+}
+
+// latencies fills in res the buyers' figures before and during the copy.
+func (l *backfillBuyers) latencies(res *BackfillResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	during := append(slices.Clone(l.lat[1]), l.lat[phaseCatchUp]...)
+	res.BeforeOps, res.DuringOps = len(l.lat[0]), len(during)
+	res.BeforeP50MS, res.BeforeP99MS = ms(quantileOf(l.lat[0], 0.5)), ms(quantileOf(l.lat[0], 0.99))
+	res.DuringP50MS, res.DuringP99MS = ms(quantileOf(during, 0.5)), ms(quantileOf(during, 0.99))
+	res.WriteP99MS, res.CatchUpP99MS = ms(quantileOf(l.lat[1], 0.99)), ms(quantileOf(l.lat[phaseCatchUp], 0.99))
 }
 
 func quantileOf(ds []time.Duration, q float64) time.Duration {
