@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandemhq/tandem"
@@ -26,6 +27,9 @@ type repairer struct {
 	dirty   dirtySet
 	sweepCh chan struct{}
 	sweepMu sync.Mutex // one sweep at a time
+	// sweepsDone counts the sweeps ended, failed or not (Converged waits
+	// for the next one).
+	sweepsDone atomic.Uint64
 	// rounds is held by each of the worker's rounds of convergence, and by
 	// a rebuild of a store (holdRounds), so that none runs during the other.
 	rounds sync.Mutex
@@ -75,7 +79,8 @@ func (r *Router) Diff(ctx context.Context) (*Diff, error) { return r.repair.diff
 
 // Converged waits until the pod's stores agree hold by hold and with the
 // ledger, and no cart is dirty, or until ctx ends; it returns the last
-// differences seen. Tests and the soak use it once traffic has stopped.
+// differences seen (never nil). It compares the stores only while no cart
+// is dirty. Tests and the soak use it once traffic has stopped.
 func (r *Router) Converged(ctx context.Context) (*Diff, error) { return r.repair.converged(ctx) }
 
 // ConvergeObserver is told of every convergence of a cart; the metrics
