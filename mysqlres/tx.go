@@ -173,7 +173,7 @@ func (s *Store) batchOnce(ctx context.Context, tag string, fn func(b *batchTx) e
 		return err
 	}
 	defer s.leave(tag)
-	conn, err := s.db.Conn(ctx)
+	conn, err := mysqlx.Conn(ctx, s.db)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (s *Store) withConn(ctx context.Context, tag string, fn func(conn *sql.Conn
 		return translate(tag, err)
 	}
 	defer s.leave(tag)
-	conn, err := s.db.Conn(ctx)
+	conn, err := mysqlx.Conn(ctx, s.db)
 	if err != nil {
 		return translate(tag, err)
 	}

@@ -46,13 +46,15 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 }
 
 // OpenPool returns a pool on cfg of at most maxConns connections, all of
-// them kept idle, each renewed after 30 minutes. Like sql.Open it does not
-// connect.
+// them kept idle, each renewed after 30 minutes, and each checked for
+// liveness before its first use as before every later one
+// (checkedConnector). Like sql.Open it does not connect.
 func OpenPool(cfg *mysql.Config, maxConns int) (*sql.DB, error) {
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
+	db := sql.OpenDB(checkedConnector{c})
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
