@@ -496,16 +496,22 @@ func (rp *repairer) dirtySample() string {
 	return out
 }
 
-// holdRounds stops the worker's rounds until the returned func is called,
-// once the round in flight has ended, and returns the count of marks made
-// so far: a rebuild of one store from the other runs between the two, and
-// rebuilt then settles the marks it made moot.
+// holdRounds stops the worker's rounds, and the start of a sweep, until
+// the returned func is called, once the round in flight has ended, and
+// returns the count of marks made so far: a rebuild of one store from the
+// other runs between the two, and rebuilt then settles the marks it made
+// moot. (The sweep ran in the worker's loop until it moved beside it; a
+// rebuild kept it from starting then, and still does.)
 func (rp *repairer) holdRounds() (seq uint64, resume func()) {
+	rp.roundsHeld.Add(1)
 	rp.rounds.Lock()
 	rp.dirty.mu.Lock()
 	seq = rp.dirty.seq
 	rp.dirty.mu.Unlock()
-	return seq, rp.rounds.Unlock
+	return seq, func() {
+		rp.rounds.Unlock()
+		rp.roundsHeld.Add(-1)
+	}
 }
 
 // rebuilt settles the dirty carts whose authority is from and whose latest

@@ -33,6 +33,9 @@ type repairer struct {
 	// rounds is held by each of the worker's rounds of convergence, and by
 	// a rebuild of a store (holdRounds), so that none runs during the other.
 	rounds sync.Mutex
+	// roundsHeld counts the holds of rounds (holdRounds): no sweep starts
+	// while a store is rebuilt from the other.
+	roundsHeld atomic.Int32
 	// statsMu guards results, lastSweep and the sweeps' failures (their
 	// count and the last one's error), which a "did not converge" error
 	// shows.
@@ -181,7 +184,7 @@ func (rp *repairer) work(ctx context.Context) {
 }
 
 // sweeps runs the periodic sweep every SweepInterval (at once when asked,
-// sweepSoon), but not while a copy or a rebuild runs. It runs beside the
+// sweepSoon), but not while a copy, a rebuild or a resync runs. It runs beside the
 // worker, not in its rounds: a paced sweep of a pod's holds takes tens of
 // seconds under load, and the dirty carts it skips (they are the worker's)
 // waited all that time (TestBackfill_OnlineUnderLoad's rare failure).
@@ -198,7 +201,7 @@ func (rp *repairer) sweeps(ctx context.Context) {
 		case <-rp.sweepCh:
 			next = time.Now()
 		}
-		if time.Now().Before(next) || rp.r.migrate.copying() || rp.r.migrate.rebuilding() {
+		if time.Now().Before(next) || rp.r.migrate.copying() || rp.r.migrate.rebuilding() || rp.roundsHeld.Load() > 0 {
 			continue
 		}
 		sctx := tandem.WithThrottle(tandem.WithPace(ctx, rp.r.SweepDuty), rp.r.Throttle, tandem.JobSweep)
