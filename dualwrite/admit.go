@@ -98,7 +98,8 @@ type op struct {
 	sot    tandem.ShadowStore
 	shadow tandem.ShadowStore
 	// granting is set for a reserve with a grant registered (grants.go);
-	// granted once its SoT answered reserved.
+	// granted once its SoT answered reserved. A claim sets both once its
+	// SoT sold the cart (Router.sold).
 	granting, granted bool
 	// unshadowed is set for a cart operation admitted without a shadow
 	// (counted in Router.unshadowed).

@@ -2,6 +2,7 @@ package dualwrite_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tandemhq/tandem"
 	"github.com/tandemhq/tandem/dualwrite"
@@ -360,4 +361,70 @@ func TestRouter_ResyncRecordsEndedCarts(t *testing.T) {
 		t.Errorf("ledger on_hand: got %d, want 4", got)
 	}
 	p.mustConverge(t)
+}
+
+// A claim the old SoT made whose settle has not reached the new SoT yet
+// (the shadow's claim timed out; the cart waits for the convergence
+// worker's backoff) leaves the new SoT holding the sold units only as a
+// hold, which its reaper returns to sale once it expires. After a flip, a
+// reserve of another cart on the same position must not take them: it
+// settles the claim into its SoT first, and answers 503 while it cannot
+// (invariant 1). TestSoak oversold this way under load: soak-0 flipped
+// mysql -> shadow 0.4 s after MySQL sold the last units, Redis's copies
+// of the sold holds expired a second later, and Redis sold them again.
+func TestRouter_FlipDoesNotResellUnsettledClaims(t *testing.T) {
+	for _, c := range flipCases {
+		t.Run(c.name, func(t *testing.T) {
+			k := tandem.Key{ShopID: 18, ItemID: 1, GroupID: 1}
+			p := openFlipPod(t, c, k, 2)
+			if res, err := p.Reserve(ctx, cart("sold", 18, one(1, 2, 1))); err != nil || res.Status != tandem.StatusReserved {
+				t.Fatalf("reserve under the old SoT: got %+v, %v, want reserved", res, err)
+			}
+			p.Wait()
+			if p.DirtyCarts() != 0 {
+				t.Fatal("the reserve's copy did not land in the new SoT")
+			}
+			// The new SoT's settle of the sale times out, as a shadow call
+			// does under load.
+			for _, op := range []string{"claim", "settle_claim"} {
+				c.new(p).set(op, time.Hour, false)
+			}
+			if res, err := p.Claim(ctx, 18, "sold"); err != nil || res.Status != tandem.StatusClaimed {
+				t.Fatalf("claim under the old SoT: got %+v, %v, want claimed", res, err)
+			}
+			p.Wait()
+			if p.DirtyCarts() == 0 {
+				t.Fatal("the claimed cart is not dirty: the fault did not keep its settle from the new SoT")
+			}
+			// The new SoT's reaper returns its copy of the sold hold.
+			if _, err := c.new(p).inner.ExpireDue(ctx, p.clock.Now().Add(24*time.Hour), 100); err != nil {
+				t.Fatal(err)
+			}
+			c.flip(p)
+			// MySQL counts from the ledger, which the claim deducted: it
+			// is short at once.
+			want := tandem.EUNAVAILABLE
+			if c.new(p).Name() == tandem.StoreMySQL {
+				want = tandem.EINSUFFICIENT
+			}
+			res, err := p.Reserve(ctx, cart("second", 18, one(1, 1, 1)))
+			if tandem.ErrorCode(err) != want {
+				t.Fatalf("reserve of the old SoT's sold units while their claim cannot be settled in the new SoT: got %+v, %v, want %s",
+					res, err, want)
+			}
+			c.new(p).heal()
+			res, err = p.Reserve(ctx, cart("third", 18, one(1, 1, 1)))
+			if tandem.ErrorCode(err) != tandem.EINSUFFICIENT {
+				t.Fatalf("reserve of the old SoT's sold units after the flip: got %+v, %v, want %s (oversold)",
+					res, err, tandem.EINSUFFICIENT)
+			}
+			if res, err := p.Claim(ctx, 18, "sold"); err != nil || res.Status != tandem.StatusClaimed {
+				t.Fatalf("repeated claim after the flip: got %+v, %v, want claimed", res, err)
+			}
+			if got := p.onHand(t, k); got != 0 {
+				t.Errorf("ledger on_hand: got %d, want 0", got)
+			}
+			p.mustConverge(t)
+		})
+	}
 }

@@ -17,7 +17,11 @@ import (
 // So the router keeps, per SoT, the holds that SoT may have granted and the
 // other store may not hold yet: from the reserve's admission until its
 // shadow job has copied it, and, when the cart was marked dirty instead,
-// until the cart converged (parked). A reserve admitted under the other SoT
+// until the cart converged (parked). It keeps the same way the sales a
+// MySQL SoT made that a Redis shadow may not have settled yet (sold): Redis
+// holds those units only as the cart's hold, which its reaper returns to
+// sale at the hold's expiry, and a flip then sold them again (TestSoak,
+// under load). A reserve admitted under the other SoT
 // whose positions such a hold covers first copies the parked holds into its
 // SoT (in their carts' line, as catchUp does for its own cart) and waits for
 // the reserves still in flight, at most fenceWait; when they cannot be
@@ -38,8 +42,9 @@ type grantKey struct {
 type grant struct {
 	keys []tandem.Key
 	// inflight counts the cart's reserves admitted under the SoT and not
-	// finished; parked is set while the cart is dirty with the SoT as its
-	// authority after one of them was granted.
+	// finished, and its claims the SoT sold (sold); parked is set while the
+	// cart is dirty with the SoT as its authority after one of them was
+	// granted or sold.
 	inflight int
 	parked   bool
 }
@@ -167,6 +172,22 @@ func overlaps(a, b []tandem.Key) bool {
 		}
 	}
 	return false
+}
+
+// sold registers the sale of o's cart, which o's SoT has just answered
+// claimed, until its shadow job has settled it (op.unref ends it, parked
+// when the cart was marked dirty). Only a Redis shadow needs it: MySQL
+// counts from the ledger, which the claim deducted.
+func (r *Router) sold(o *op, res *tandem.Reservation) {
+	if o.shadow == nil || o.shadow.Name() != tandem.StoreRedis || res == nil || res.Status != tandem.StatusClaimed {
+		return
+	}
+	keys := make([]tandem.Key, 0, len(res.Lines))
+	for _, l := range res.Lines {
+		keys = append(keys, l.Key(o.ck.shop))
+	}
+	r.grants.begin(sotIndex(o.sot.Name()), o.ck, keys)
+	o.granting, o.granted = true, true
 }
 
 // reserveKeys returns every position a reserve may take units from.

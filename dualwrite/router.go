@@ -400,6 +400,9 @@ func (r *Router) settle(ctx context.Context, op tandem.Op, shopID int64, cartTok
 	defer job.lost()
 	start := time.Now()
 	res, err := f(sot, ctx, shopID, cartToken)
+	if op == tandem.OpClaim && err == nil {
+		r.sold(o, res) // before the job starts: its end ends the sale's grant
+	}
 	job.primary(tandem.OutcomeOf(sot.Name(), res, err, time.Since(start)))
 	r.tapSettle(op, shopID, cartToken, start, res, err)
 	if tandem.ErrorCode(err) != tandem.ENOTFOUND {

@@ -55,13 +55,14 @@
 // and a release that raced the claim may have answered "released" for a
 // cart that ends claimed.
 //
-// SetOnHand has the same shape: it checks held, writes the ledger, then a
-// script sets available = on_hand - held with held read again. A reserve
-// that lands between the check and the script can leave available below
-// zero (reserves are refused, CheckInvariants reports it) until the next
-// stock count; if the script fails after the ledger write, Redis keeps the
-// old count until the next one. Either way the ledger stays right and the
-// drift audit flags the position.
+// SetOnHand has the same shape the other way round: one script checks held
+// and sets on_hand and available = on_hand - held, then the ledger is
+// written. If the ledger write fails, or the script's answer is lost (a
+// read timeout: it may have run), Redis is put back to the ledger's count;
+// left at the new one, Redis would sell units the ledger never had. Only
+// when that fails too does Redis keep a count the ledger does not have
+// (counted in two_system_window_total, logged) until the next stock count
+// or a resync; the drift audit flags the position.
 //
 // A counter missing in Redis counts as zero available: a lost key undersells
 // and never oversells.

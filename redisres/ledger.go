@@ -72,9 +72,9 @@ func (s *Store) Repair(ctx context.Context, key tandem.Key) (res *tandem.Records
 	return &tandem.Records{Counters: tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, Sellable: o - h}, nil
 }
 
-// SetOnHand implements tandem.ReservationStore: it refuses a count below
-// what Redis holds, writes the ledger, then sets available = on_hand - held
-// in one script (see the package doc for the window in between).
+// SetOnHand implements tandem.ReservationStore: in one script it refuses a
+// count below what Redis holds or sets available = on_hand - held, then it
+// writes the ledger (see the package doc for the window in between).
 func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (res *tandem.Counters, err error) {
 	defer s.observe("set_on_hand", time.Now(), &err)
 	if err := validateKey(key); err != nil {
@@ -88,27 +88,55 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (re
 	}
 	// Redis first, checked and set in one script, so that no reserve can
 	// slip between the check and the update; then the ledger. Should the
-	// ledger write fail, Redis is put back to the previous count: the legacy
-	// two-system window is that short compensation, which the drift audit
-	// covers.
+	// ledger write fail, or the script's answer be lost (a read timeout:
+	// it may have run), Redis is put back to the count the ledger still
+	// has: the legacy two-system window is that short compensation, which
+	// the drift audit covers.
 	c, prev, err := s.applyOnHand(ctx, key, onHand, true)
 	if err != nil {
+		if tandem.ErrorCode(err) != tandem.ECONFLICT {
+			s.putBack(ctx, key, onHand, "")
+		}
 		return nil, err
 	}
 	if err := s.ledger.SetOnHand(ctx, key, onHand); err != nil {
-		if prev != "" {
-			if p, perr := strconv.ParseInt(prev, 10, 64); perr == nil {
-				if _, _, rerr := s.applyOnHand(context.WithoutCancel(ctx), key, p, false); rerr != nil {
-					s.countWindow("set_on_hand")
-					s.Logger.Warn("stock count reached Redis but not the ledger, and Redis could not be put back; the drift audit will flag it",
-						zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(rerr))
-				}
-			}
-		}
+		s.putBack(ctx, key, onHand, prev)
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
 	c.Before, _ = strconv.ParseInt(prev, 10, 64)
 	return c, nil
+}
+
+// putBackAttempts bounds the compensation of a stock count that did not
+// reach the ledger; each attempt is an absolute set, safe to repeat.
+const putBackAttempts = 3
+
+// putBack sets Redis's on_hand for key back to the ledger's after a stock
+// count that may have reached Redis but not the ledger (its write failed,
+// or the script's answer was lost and it was never sent), or to prev, the
+// count Redis had, when the ledger cannot be read. A legacy claim between
+// its ledger step and its Redis step then leaves Redis a few units short
+// (undersell) until the next count. When Redis cannot be put back, it may
+// count units the ledger does not have: the window is counted and logged,
+// and the drift audit flags the position.
+func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev string) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for range putBackAttempts {
+		was, lerr := s.ledger.OnHand(ctx, key)
+		if err = lerr; err != nil && prev != "" {
+			was, err = strconv.ParseInt(prev, 10, 64)
+		}
+		if err != nil {
+			continue
+		}
+		if _, _, err = s.applyOnHand(ctx, key, was, false); err == nil {
+			return
+		}
+	}
+	s.countWindow("set_on_hand")
+	s.Logger.Warn("stock count may have reached Redis but not the ledger, and Redis could not be put back; the drift audit will flag it",
+		zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(err))
 }
 
 // applyOnHand runs the set-on-hand script; with check it refuses (ECONFLICT,

@@ -547,6 +547,13 @@ func (r *run) restock(p *soakPod) {
 			add := maxStock - cur
 			if _, err := p.router.SetOnHand(ctx, k, cur+add); err != nil {
 				r.note(p, "restock/failed "+tandem.ErrorCode(err))
+				// A count whose answer was lost may have reached the
+				// ledger: the book follows it (only the restock moves it
+				// while the pod is paused).
+				if now, err := p.mysql.Ledger().OnHand(ctx, k); err == nil && now != cur {
+					r.book.Stock(k, now-cur, time.Now())
+					r.note(p, fmt.Sprintf("restock %s %+d (failed, but the ledger has it)", k, now-cur))
+				}
 				continue
 			}
 			r.book.Stock(k, add, time.Now())
@@ -666,9 +673,12 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &run{t: t, book: soak.NewBook()}
+	// Every comparison of a cart is kept, to show how the stores answered
+	// the carts of an oversell.
+	carts := &cartLog{next: cmp, m: map[soak.CartID][]string{}}
 	startModes := []tandem.Mode{tandem.ModeMySQL, tandem.ModeShadow, tandem.ModeRedis, tandem.ModeMySQLOnly}
 	for i := range n {
-		r.pods = append(r.pods, mustOpenPod(t, i, dsns[i], prefixes[i], startModes[i%len(startModes)], cmp))
+		r.pods = append(r.pods, mustOpenPod(t, i, dsns[i], prefixes[i], startModes[i%len(startModes)], carts))
 	}
 	closed := false
 	closeAll := func() {
@@ -885,6 +895,7 @@ func TestSoak(t *testing.T) {
 			continue
 		}
 		t.Errorf("oversold %s", o)
+		t.Logf("comparisons of the carts of %s:\n  %s", o.Key, strings.Join(carts.of(o), "\n  "))
 	}
 
 	// Invariant 5: at rest both maintained stores agree with the ledger and
@@ -1005,3 +1016,36 @@ func (w *tailWriter) lines() []string {
 
 // clientPort finds the client's port in a driver log line.
 var clientPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)->`)
+
+// cartLog is a Recorder that keeps every comparison of each cart and hands
+// it on to next.
+type cartLog struct {
+	next dualwrite.Recorder
+	mu   sync.Mutex
+	m    map[soak.CartID][]string
+}
+
+func (l *cartLog) Record(c tandem.Comparison) {
+	if c.CartToken != "" {
+		line := fmt.Sprintf("%s %s %s sot %s: %s %v | %s %v %s; kind %q repaired %v contention %v", c.At.Format("15:04:05.000"),
+			c.CartToken, c.Op, c.SourceOfTruth, c.Primary.Status, c.Primary.Lines, c.Shadow.Status, c.Shadow.Lines, c.Shadow.Message,
+			c.Kind, c.Repaired, c.Contention)
+		l.mu.Lock()
+		id := soak.CartID{ShopID: c.ShopID, Token: c.CartToken}
+		l.m[id] = append(l.m[id], line)
+		l.mu.Unlock()
+	}
+	l.next.Record(c)
+}
+
+// of returns the comparisons of the carts an oversell names.
+func (l *cartLog) of(o soak.Oversell) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, c := range o.Carts {
+		token, _, _ := strings.Cut(c, " ")
+		out = append(out, l.m[soak.CartID{ShopID: o.Key.ShopID, Token: token}]...)
+	}
+	return out
+}
