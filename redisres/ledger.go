@@ -107,9 +107,14 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (re
 	return c, nil
 }
 
-// putBackAttempts bounds the compensation of a stock count that did not
-// reach the ledger; each attempt is an absolute set, safe to repeat.
-const putBackAttempts = 3
+// putBackAttempts and putBackTimeout bound the compensation of a stock
+// count that did not reach the ledger (each attempt is an absolute set,
+// safe to repeat): a Redis that does not answer still gets its caller a
+// fast 503.
+const (
+	putBackAttempts = 3
+	putBackTimeout  = time.Second
+)
 
 // putBack sets Redis's on_hand for key back to the ledger's after a stock
 // count that may have reached Redis but not the ledger (its write failed,
@@ -120,7 +125,8 @@ const putBackAttempts = 3
 // count units the ledger does not have: the window is counted and logged,
 // and the drift audit flags the position.
 func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev string) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putBackTimeout)
+	defer cancel()
 	var err error
 	for range putBackAttempts {
 		was, lerr := s.ledger.OnHand(ctx, key)
