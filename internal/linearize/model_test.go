@@ -312,3 +312,13 @@ func TestRun_BrokenStoreIsCaught(t *testing.T) {
 		})
 	}
 }
+
+// The opening reaches every outcome mustCover asks for, whatever the
+// clients do after it: here one client making one call.
+func TestRun_OpeningCoversEveryOutcome(t *testing.T) {
+	w := workload(3)
+	w.Clients, w.OpsPerClient = 1, 1
+	h := mustRun(t, linearize.StoreTarget(memres.NewStore(nil)), w)
+	mustCover(t, h)
+	mustLinearizable(t, w, h)
+}
