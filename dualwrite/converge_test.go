@@ -368,6 +368,29 @@ func TestConverge_ShadowMissedStockCount(t *testing.T) {
 	}
 }
 
+// In a mode without a shadow the sweep still recounts the SoT from the
+// ledger: a Redis counter left off it (a legacy claim or stock count spans
+// two systems) stayed off for as long as the pod ran in mode redis (soak,
+// CI at 7ba622b: soak-0's Redis at rest with available -1, the ledger 0).
+func TestConverge_RedisAloneFollowsTheLedger(t *testing.T) {
+	p := mustOpenPod(t, tandem.ModeRedis)
+	k := tandem.Key{ShopID: 28, ItemID: 1, GroupID: 1}
+	if _, err := p.SetOnHand(ctx, k, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reserve(ctx, cart("c-1", 28, one(1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	// The sold units taken off twice: on_hand 0 where the ledger has 2.
+	if err := p.rdb.HSet(ctx, p.redisCounterKey(k), "on_hand", 0, "available", -1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.mustConverge(t)
+	if got := p.counters(t, p.redis, k); got.OnHand != 2 || got.Reserved != 1 || got.Available != 1 {
+		t.Errorf("redis: got %+v, want on_hand 2 with the cart's unit held, 1 available", got)
+	}
+}
+
 // Shadow faults under traffic (a cut, delays beyond the timeout that land
 // late) that end before quiescence: the stores converge by themselves.
 func TestConverge_ShadowFaultsEnd(t *testing.T) {

@@ -14,10 +14,14 @@ import (
 // as a drifted legacy counter would be.
 func (p *pod) setRedisCounter(t *testing.T, k tandem.Key, available int64) {
 	t.Helper()
-	key := fmt.Sprintf("%s{%d}:item:%d:%d", p.redis.Prefix, k.ShopID, k.ItemID, k.GroupID)
-	if err := p.rdb.HSet(ctx, key, "available", available).Err(); err != nil {
+	if err := p.rdb.HSet(ctx, p.redisCounterKey(k), "available", available).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// redisCounterKey is the Redis key of a position's counter hash.
+func (p *pod) redisCounterKey(k tandem.Key) string {
+	return fmt.Sprintf("%s{%d}:item:%d:%d", p.redis.Prefix, k.ShopID, k.ItemID, k.GroupID)
 }
 
 // dropPoolRows deletes every unit row of the position's MySQL pool behind

@@ -152,7 +152,7 @@ func (s *Store) readSnapshots(ctx context.Context, shops []int64, known map[shop
 			r.members = p.SMembers(ctx, s.positionsKey(shop))
 			r.tokens = p.ZRange(ctx, s.expiryKey(shop), 0, -1)
 			for _, k := range r.keys {
-				r.counterCmds = append(r.counterCmds, p.HMGet(ctx, s.counterKey(k), "available", "held", "on_hand"))
+				r.counterCmds = append(r.counterCmds, p.HMGet(ctx, s.counterKey(k), "available", "held", "on_hand", "claiming"))
 			}
 		}
 		return nil
@@ -297,8 +297,9 @@ func (s *Store) ListCounters(ctx context.Context) (res []tandem.Counters, err er
 
 // CheckInvariants implements tandem.ReservationStore: per position, the
 // counter plus the quantities of the carts holding it equals the on_hand
-// copy, held equals those quantities, and available is not negative; every
-// cart in an expiry set is a reserved cart.
+// copy, held equals those quantities, claiming those of the claiming carts,
+// and available is not negative; every cart in an expiry set is a reserved
+// or claiming cart.
 func (s *Store) CheckInvariants(ctx context.Context) (res []tandem.Violation, err error) {
 	defer s.observe("check_invariants", time.Now(), &err)
 	shops, err := s.shops(ctx)
@@ -317,7 +318,7 @@ func (s *Store) CheckInvariants(ctx context.Context) (res []tandem.Violation, er
 
 func (snap *snapshot) violations() []tandem.Violation {
 	var out []tandem.Violation
-	holds := map[tandem.Key]int64{}
+	holds, claiming := map[tandem.Key]int64{}, map[tandem.Key]int64{}
 	for _, t := range snap.tokens {
 		c := snap.carts[t]
 		shopKey := tandem.Key{ShopID: snap.shopID}
@@ -336,6 +337,9 @@ func (snap *snapshot) violations() []tandem.Violation {
 		}
 		for _, l := range lines {
 			holds[l.Key(snap.shopID)] += l.Quantity
+			if c.status == statusClaiming {
+				claiming[l.Key(snap.shopID)] += l.Quantity
+			}
 		}
 	}
 	keys := make([]tandem.Key, 0, len(snap.counters))
@@ -360,6 +364,10 @@ func (snap *snapshot) violations() []tandem.Violation {
 		}
 		if c.available < 0 {
 			out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf("available %d < 0", c.available)})
+		}
+		if c.claiming != claiming[k] {
+			out = append(out, tandem.Violation{Key: k, Message: fmt.Sprintf(
+				"claiming %d != units of claiming carts %d", c.claiming, claiming[k])})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package redisres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -31,6 +32,7 @@ const followSrc = `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[1], 'on_hand', ARGV[2])
   redis.call('HINCRBY', KEYS[1], 'available', ARGV[2])
+  redis.call('HINCRBY', KEYS[1], 'seq', 1)
 else
   redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', ARGV[1], 'held', '0')
 end
@@ -63,6 +65,7 @@ local k = 3
 for item, qty, group in string.gmatch(ARGV[2], '(%d+):(%d+):(%d+)') do
   redis.call('HINCRBY', KEYS[k], 'available', -qty)
   redis.call('HINCRBY', KEYS[k], 'on_hand', -qty)
+  redis.call('HINCRBY', KEYS[k], 'seq', 1)
   k = k + 1
 end
 redis.call('DEL', KEYS[1])
@@ -109,27 +112,54 @@ func (s *Store) FollowOnHand(ctx context.Context, key tandem.Key, onHand, delta 
 }
 
 // Recount implements tandem.Recounter: on_hand from the ledger, available
-// = on_hand - held, held as the counter keeps it.
+// = on_hand - held, held as the counter keeps it. It answers ECONFLICT,
+// changing nothing, while a legacy claim of the position is between its
+// ledger step and its Redis step, or when the counter's on_hand moved
+// between its read and the ledger's (recountSrc): the caller tries again
+// later.
 func (s *Store) Recount(ctx context.Context, key tandem.Key) (res *tandem.Counters, err error) {
 	defer s.observe("recount", time.Now(), &err)
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
+	// The counter's seq first, then the ledger: the script refuses when
+	// on_hand moved in between.
+	vals, err := s.rdb.HMGet(ctx, s.counterKey(key), "seq", "on_hand").Result()
+	if err != nil {
+		return nil, translate("recount", err)
+	}
+	if vals[1] == nil {
+		// A counter Redis no longer has (its data was lost) is not
+		// recounted: its holds are gone too, and only a resync from MySQL
+		// restores them.
+		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "redis has no counter for %s: resync it from MySQL", key)
+	}
+	seq, _ := vals[0].(string)
 	onHand, err := s.ledger.OnHand(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
-	// A counter Redis no longer has (its data was lost) is not recounted:
-	// its holds are gone too, and only a resync from MySQL restores them.
-	n, err := s.rdb.Exists(ctx, s.counterKey(key)).Result()
+	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
+	out, err := s.scripts.recount.Run(ctx, s.rdb, keys, onHand, positionMember(key), cmp.Or(seq, "0")).StringSlice()
 	if err != nil {
 		return nil, translate("recount", err)
 	}
-	if n == 0 {
+	switch {
+	case len(out) == 1 && out[0] == "missing":
 		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "redis has no counter for %s: resync it from MySQL", key)
+	case len(out) == 2 && out[0] == "busy" && out[1] == "claiming":
+		return nil, tandem.Errorf(tandem.ECONFLICT, "a claim of %s is between its ledger step and its Redis step: recount it later", key)
+	case len(out) == 2 && out[0] == "busy":
+		return nil, tandem.Errorf(tandem.ECONFLICT, "on_hand of %s changed during the recount: recount it again", key)
+	case len(out) != 3:
+		return nil, fmt.Errorf("redisres: unexpected recount answer %q", out)
 	}
-	c, _, err := s.applyOnHand(ctx, key, onHand, false)
-	return c, err
+	h, err1 := strconv.ParseInt(out[0], 10, 64)
+	a, err2 := strconv.ParseInt(out[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("redisres: recount answer %q", out)
+	}
+	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, nil
 }
 
 // Place implements tandem.HoldPlacer with the reserve script: each line

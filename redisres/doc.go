@@ -8,7 +8,8 @@
 // counters it draws from and the shop's expiry set live in one Redis Cluster
 // slot and one Lua script can change them atomically:
 //
-//	<Prefix>{<shop>}:item:<item>:<group>  hash: available, held, on_hand
+//	<Prefix>{<shop>}:item:<item>:<group>  hash: available, held, on_hand,
+//	                                       claiming, seq
 //	<Prefix>{<shop>}:cart:<token>         hash: status, fp, expires_at_ms, lines
 //	<Prefix>{<shop>}:expiry               zset: active carts by expiry (ms)
 //	<Prefix>{<shop>}:positions            set:  "item:group" of every counter
@@ -54,6 +55,15 @@
 // units back from available (see claimSrc) and logs it: the sale stands,
 // and a release that raced the claim may have answered "released" for a
 // cart that ends claimed.
+//
+// A recount from the ledger (the sweep's, after drift) must not land in
+// that window: the ledger already lacks the sold units that Redis still
+// holds and takes off on_hand when step (2) lands, so they would go twice.
+// Step zero marks the cart claiming and adds its units to each counter's
+// claiming field until step (2) or an undo; every script that moves
+// on_hand other than a recount bumps the counter's seq. Recount refuses
+// while claiming > 0 or when seq moved since it read the counter before
+// the ledger.
 //
 // SetOnHand has the same shape the other way round: one script checks held
 // and sets on_hand and available = on_hand - held, then the ledger is

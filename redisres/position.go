@@ -10,14 +10,17 @@ import (
 )
 
 // counter is a counter hash; ok is false when Redis has no such key.
+// claiming is read by the audit only.
 type counter struct {
-	available, held, onHand int64
-	ok                      bool
+	available, held, onHand, claiming int64
+	ok                                bool
 }
 
+// parseCounter parses an HMGET of available, held, on_hand and, when
+// asked for, claiming.
 func parseCounter(vals []any) (counter, error) {
 	var c counter
-	for i, p := range []*int64{&c.available, &c.held, &c.onHand} {
+	for i, p := range []*int64{&c.available, &c.held, &c.onHand, &c.claiming}[:len(vals)] {
 		s, isStr := vals[i].(string)
 		if !isStr {
 			continue

@@ -199,7 +199,9 @@ func (s *Store) rebuildShop(ctx context.Context, shop int64, onHand, held map[ta
 			}
 			for k, v := range onHand {
 				h := held[k]
-				p.HSet(ctx, s.counterKey(k), "on_hand", v, "available", v-h, "held", h)
+				// The holds are written reserved: none is claiming.
+				p.HSet(ctx, s.counterKey(k), "on_hand", v, "available", v-h, "held", h, "claiming", 0)
+				p.HIncrBy(ctx, s.counterKey(k), "seq", 1)
 				p.SAdd(ctx, posKey, positionMember(k))
 			}
 			for _, h := range holds {

@@ -12,7 +12,11 @@ import "github.com/redis/go-redis/v9"
 //
 // A cart hash holds: status, fp (request fingerprint, or "shape:<items>" for
 // a hold written by Rebuild), expires_at_ms and lines ("item:qty:group,...",
-// request order). A counter hash holds: available, held, on_hand.
+// request order). A counter hash holds: available, held, on_hand, and the
+// two fields that keep a recount from the ledger exact (see recountSrc):
+// claiming, the units of its carts between a claim's ledger step and its
+// Redis step, and seq, moved by every script that changes on_hand other
+// than through a recount.
 
 // reserveSrc holds every line of a cart or nothing, and is idempotent per
 // cart token inside the script: go-redis may send the same EVALSHA twice
@@ -152,6 +156,10 @@ local k = 3
 for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
   redis.call('HINCRBY', KEYS[k], field, -qty)
   redis.call('HINCRBY', KEYS[k], 'on_hand', -qty)
+  if status == 'claiming' then
+    redis.call('HINCRBY', KEYS[k], 'claiming', -qty)
+  end
+  redis.call('HINCRBY', KEYS[k], 'seq', 1)
   k = k + 1
 end
 redis.call('HSET', KEYS[1], 'status', 'claimed')
@@ -212,6 +220,40 @@ if ARGV[3] == 'check' and onHand < held then
   return {'conflict', tostring(held)}
 end
 redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', tostring(onHand - held), 'held', tostring(held))
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('SADD', KEYS[2], ARGV[2])
+return {tostring(held), tostring(onHand - held), cur[2] or ''}
+`
+
+// recountSrc sets a counter from the ledger's on_hand, read by the caller
+// after it read the counter's seq: available = on_hand - held. It refuses,
+// changing nothing, while a claim of the position is between its ledger
+// step and its Redis step (claiming > 0: the ledger already lacks units
+// that Redis still holds and will take off on_hand when the claim lands),
+// and when on_hand moved since the caller's read (seq changed: the ledger
+// value read may predate that change). Without those checks a recount
+// inside a legacy claim's window took the sold units off twice (available
+// -1 at rest, TestRecount).
+//
+// KEYS[1] counter, KEYS[2] shop positions set. ARGV[1] on_hand, ARGV[2]
+// position member, ARGV[3] the seq the caller read.
+//
+// Answers {held, available, previous on_hand}, {'busy', why} or
+// {'missing'}.
+const recountSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'missing'}
+end
+local cur = redis.call('HMGET', KEYS[1], 'held', 'on_hand', 'claiming', 'seq')
+if tonumber(cur[3] or '0') > 0 then
+  return {'busy', 'claiming'}
+end
+if (cur[4] or '0') ~= ARGV[3] then
+  return {'busy', 'changed'}
+end
+local held = tonumber(cur[1] or '0')
+local onHand = tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', tostring(onHand - held))
 redis.call('SADD', KEYS[2], ARGV[2])
 return {tostring(held), tostring(onHand - held), cur[2] or ''}
 `
@@ -281,7 +323,11 @@ return {'discarded'}
 // claiming cart; after a grace period it completes or undoes the claim from
 // the ledger's claim record). A claiming cart counts as held.
 //
-// KEYS[1] cart. ARGV[1] now_ms, ARGV[2] the lines the caller read.
+// Its units count as claiming on their counters until the claim lands or
+// is undone, which keeps a recount from the ledger off those positions.
+//
+// KEYS[1] cart, KEYS[2] shop expiry zset (unused), KEYS[3..] the counter
+// of every line. ARGV[1] now_ms, ARGV[2] the lines the caller read.
 //
 // Answers {'ok'} (claiming now or already), {'claimed'}, {'gone'},
 // {'notfound'} or {'stale'}.
@@ -300,6 +346,12 @@ elseif cart[1] == 'claimed' then
 elseif cart[1] ~= 'reserved' or tonumber(cart[2]) <= tonumber(ARGV[1]) then
   return {'gone'}
 end
+local k = 3
+for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], 'claiming', qty)
+  redis.call('HINCRBY', KEYS[k], 'seq', 1)
+  k = k + 1
+end
 redis.call('HSET', KEYS[1], 'status', 'claiming')
 return {'ok'}
 `
@@ -307,18 +359,32 @@ return {'ok'}
 // unclaimSrc undoes step zero of a claim whose ledger step never happened:
 // the cart is reserved again (and expires as usual).
 //
-// KEYS[1] cart. Answers 1 when it undid a claiming cart, else 0.
+// KEYS[1] cart, KEYS[2] shop expiry zset (unused), KEYS[3..] the counter
+// of every line. ARGV[1] the lines the caller read.
+//
+// Answers 1 when it undid a claiming cart, 0 when the cart is not
+// claiming, -1 when it changed since the caller read it.
 const unclaimSrc = `
-if redis.call('HGET', KEYS[1], 'status') == 'claiming' then
-  redis.call('HSET', KEYS[1], 'status', 'reserved')
-  return 1
+local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
+if cart[1] ~= 'claiming' then
+  return 0
 end
-return 0
+if cart[2] ~= ARGV[1] then
+  return -1
+end
+local k = 3
+for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
+  redis.call('HINCRBY', KEYS[k], 'claiming', -qty)
+  redis.call('HINCRBY', KEYS[k], 'seq', 1)
+  k = k + 1
+end
+redis.call('HSET', KEYS[1], 'status', 'reserved')
+return 1
 `
 
 // scripts are the store's Lua scripts, loaded once by Open.
 type scripts struct {
-	reserve, release, claim, expire, setOnHand, discard, beginClaim, unclaim, repair *redis.Script
+	reserve, release, claim, expire, setOnHand, recount, discard, beginClaim, unclaim, repair *redis.Script
 }
 
 func newScripts() scripts {
@@ -328,6 +394,7 @@ func newScripts() scripts {
 		claim:      redis.NewScript(claimSrc),
 		expire:     redis.NewScript(expireSrc),
 		setOnHand:  redis.NewScript(setOnHandSrc),
+		recount:    redis.NewScript(recountSrc),
 		discard:    redis.NewScript(discardSrc),
 		beginClaim: redis.NewScript(beginClaimSrc),
 		unclaim:    redis.NewScript(unclaimSrc),
@@ -336,5 +403,5 @@ func newScripts() scripts {
 }
 
 func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand, s.discard, s.beginClaim, s.unclaim, s.repair}
+	return []*redis.Script{s.reserve, s.release, s.claim, s.expire, s.setOnHand, s.recount, s.discard, s.beginClaim, s.unclaim, s.repair}
 }

@@ -128,8 +128,9 @@ func (s *Store) Claim(ctx context.Context, shopID int64, token string) (res *tan
 	}
 
 	// Step 0: mark the hold claiming, so that no reaper returns its units
-	// while the sale is recorded in the ledger.
-	begin, err := s.scripts.beginClaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}, tandem.AsOf(ctx, s.Now).UnixMilli(), c.lines).StringSlice()
+	// and no recount from the ledger sets its positions while the sale is
+	// recorded in the ledger.
+	begin, err := s.scripts.beginClaim.Run(ctx, s.rdb, s.lineKeys(shopID, token, lines), tandem.AsOf(ctx, s.Now).UnixMilli(), c.lines).StringSlice()
 	if err != nil {
 		return nil, translate("claim", err)
 	}
@@ -387,18 +388,21 @@ func (s *Store) settleClaiming(ctx context.Context, shopID int64, token string, 
 	if err != nil {
 		return nil // the ledger is down: the next run tries again
 	}
-	if !claimed {
-		if err := s.scripts.unclaim.Run(ctx, s.rdb, []string{s.cartKey(shopID, token)}).Err(); err != nil {
-			return translate("expire", err)
-		}
-		s.Logger.Warn("undid an interrupted claim the ledger never recorded", zap.Int64("shop_id", shopID), zap.String("cart_token", token))
-		return nil
-	}
 	lines, err := decodeLines(c.lines)
 	if err != nil {
 		return err
 	}
 	keys := s.lineKeys(shopID, token, lines)
+	if !claimed {
+		n, err := s.scripts.unclaim.Run(ctx, s.rdb, keys, c.lines).Int()
+		if err != nil {
+			return translate("expire", err)
+		}
+		if n == 1 {
+			s.Logger.Warn("undid an interrupted claim the ledger never recorded", zap.Int64("shop_id", shopID), zap.String("cart_token", token))
+		}
+		return nil // not claiming any more, or changed: the next run looks again
+	}
 	if err := s.scripts.claim.Run(ctx, s.rdb, keys, token, c.lines, s.Retention.Milliseconds()).Err(); err != nil {
 		return translate("expire", err)
 	}
