@@ -69,7 +69,7 @@ soak:
 	$(GO) test -race -count=1 -timeout 60m -v -run TestSoak ./internal/soak/ -soak.duration=$(SOAK) -soak.pods=3
 
 # stress: the concurrency-heavy packages, -race -count=5 each, while two CPU burners run (at most STRESSTIME)
-STRESSTIME ?= 45m
+STRESSTIME ?= 60m
 STRESS_PKGS ?= ./dualwrite/ ./rollout/ ./comparator/ ./internal/linearize/ ./internal/faulttest/ ./web/dashboard/
 stress: test-deps
 	GO=$(GO) scripts/stress $(STRESSTIME) 5 $(STRESS_PKGS)
