@@ -124,23 +124,49 @@ func (s *Store) Recount(ctx context.Context, key tandem.Key) (res *tandem.Counte
 	}
 	// The counter's seq first, then the ledger: the script refuses when
 	// on_hand moved in between.
-	vals, err := s.rdb.HMGet(ctx, s.counterKey(key), "seq", "on_hand").Result()
+	seq, err := s.counterSeq(ctx, key)
 	if err != nil {
-		return nil, translate("recount", err)
+		return nil, err
 	}
-	if vals[1] == nil {
+	if seq == "" {
 		// A counter Redis no longer has (its data was lost) is not
 		// recounted: its holds are gone too, and only a resync from MySQL
 		// restores them.
 		return nil, tandem.Errorf(tandem.EUNAVAILABLE, "redis has no counter for %s: resync it from MySQL", key)
 	}
-	seq, _ := vals[0].(string)
 	onHand, err := s.ledger.OnHand(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", tandem.Errorf(tandem.EUNAVAILABLE, "the inventory ledger is unavailable"), err)
 	}
+	return s.recountTo(ctx, key, onHand, seq, false)
+}
+
+// counterSeq reads the seq of key's counter, "0" when it has none yet and
+// "" when Redis has no such counter.
+func (s *Store) counterSeq(ctx context.Context, key tandem.Key) (string, error) {
+	vals, err := s.rdb.HMGet(ctx, s.counterKey(key), "seq", "on_hand").Result()
+	if err != nil {
+		return "", translate("recount", err)
+	}
+	if vals[1] == nil {
+		return "", nil
+	}
+	seq, _ := vals[0].(string)
+	return cmp.Or(seq, "0"), nil
+}
+
+// recountTo sets key's counter to onHand, read from the ledger after the
+// counter's seq was (recountSrc). With claiming it does so even while a
+// claim of the position is between its steps (the put-back of a stock
+// count: an undersell until the next count, rather than a count the
+// ledger never had).
+func (s *Store) recountTo(ctx context.Context, key tandem.Key, onHand int64, seq string, claiming bool) (*tandem.Counters, error) {
+	mode := ""
+	if claiming {
+		mode = "claiming"
+	}
 	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
-	out, err := s.scripts.recount.Run(ctx, s.rdb, keys, onHand, positionMember(key), cmp.Or(seq, "0")).StringSlice()
+	out, err := s.scripts.recount.Run(ctx, s.rdb, keys, onHand, positionMember(key), seq, mode).StringSlice()
 	if err != nil {
 		return nil, translate("recount", err)
 	}

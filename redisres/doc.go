@@ -68,8 +68,9 @@
 // SetOnHand has the same shape the other way round: one script checks held
 // and sets on_hand and available = on_hand - held, then the ledger is
 // written. If the ledger write fails, or the script's answer is lost (a
-// read timeout: it may have run), Redis is put back to the ledger's count;
-// left at the new one, Redis would sell units the ledger never had. Only
+// read timeout: it may have run), Redis is put back to the ledger's count,
+// as a recount that reads again when on_hand moved meanwhile; left at the
+// new one, Redis would sell units the ledger never had. Only
 // when that fails too does Redis keep a count the ledger does not have
 // (counted in two_system_window_total, logged) until the next stock count
 // or a resync; the drift audit flags the position.

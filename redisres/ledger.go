@@ -121,7 +121,9 @@ const (
 // or the script's answer was lost and it was never sent), or to prev, the
 // count Redis had, when the ledger cannot be read. A legacy claim between
 // its ledger step and its Redis step then leaves Redis a few units short
-// (undersell) until the next count. When Redis cannot be put back, it may
+// (undersell) until the next count or the sweep's recount; one that
+// lands between the ledger's read and the put-back makes it read again
+// (the counter's seq), or Redis would get back units the claim sold. When Redis cannot be put back, it may
 // count units the ledger does not have: the window is counted and logged,
 // and the drift audit flags the position.
 func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev string) {
@@ -129,6 +131,16 @@ func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev 
 	defer cancel()
 	var err error
 	for range putBackAttempts {
+		// As a recount: the counter's seq, then the ledger, and the
+		// counter set only if its on_hand did not move in between (a
+		// claim that landed meanwhile, or the count's own script, run
+		// late); then the next attempt reads both again.
+		var seq string
+		if seq, err = s.counterSeq(ctx, key); err != nil {
+			continue
+		} else if seq == "" {
+			return // no counter: the count never reached Redis
+		}
 		was, lerr := s.ledger.OnHand(ctx, key)
 		if err = lerr; err != nil && prev != "" {
 			was, err = strconv.ParseInt(prev, 10, 64)
@@ -136,7 +148,7 @@ func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev 
 		if err != nil {
 			continue
 		}
-		if _, _, err = s.applyOnHand(ctx, key, was, false); err == nil {
+		if _, err = s.recountTo(ctx, key, was, seq, true); err == nil {
 			return
 		}
 	}

@@ -20,6 +20,15 @@ import (
 type hookedLedger struct {
 	*memres.Ledger
 	hook func()
+	// setErr, when set, fails SetOnHand alone.
+	setErr error
+}
+
+func (l *hookedLedger) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) error {
+	if l.setErr != nil {
+		return l.setErr
+	}
+	return l.Ledger.SetOnHand(ctx, key, onHand)
 }
 
 func (l *hookedLedger) OnHand(ctx context.Context, key tandem.Key) (int64, error) {
@@ -153,4 +162,43 @@ func TestRecount(t *testing.T) {
 		}
 		e.WantCounters(t, k, 3, 0, 3)
 	})
+}
+
+// The put-back of a stock count that did not reach the ledger is a
+// recount too: a claim that lands between its read of the ledger and its
+// write must make it read again, or Redis gets back the units the claim
+// sold.
+func TestPutBackAroundAClaim(t *testing.T) {
+	ctx := context.Background()
+	k := key(1, 10, 1)
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	l := &hookedLedger{Ledger: memres.NewLedger()}
+	c := newClock()
+	s := redisres.NewStore(rdb, l)
+	s.Prefix, s.Now = "t:", c.Now
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e := &env{Store: s, Ledger: l.Ledger, Clock: c, RDB: rdb, Prefix: "t:"}
+	e.MustStock(t, k, 3)
+	e.MustReserve(t, tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 2, 1)}})
+
+	// The count to 10 reaches Redis, its ledger write fails; the claim of
+	// c lands just after the put-back read the ledger's 3.
+	l.setErr = errors.New("ledger write failed")
+	l.hook = func() {
+		l.setErr = nil
+		if _, err := e.Claim(ctx, 1, "c"); err != nil {
+			t.Errorf("claim: %v", err)
+		}
+	}
+	if _, err := e.SetOnHand(ctx, k, 10); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+		t.Fatalf("stock count with the ledger write failing: got %v, want unavailable", err)
+	}
+	e.WantLedger(t, k, 1)
+	e.WantCounters(t, k, 1, 0, 1)
+	e.WantClean(t)
 }

@@ -236,7 +236,8 @@ return {tostring(held), tostring(onHand - held), cur[2] or ''}
 // -1 at rest, TestRecount).
 //
 // KEYS[1] counter, KEYS[2] shop positions set. ARGV[1] on_hand, ARGV[2]
-// position member, ARGV[3] the seq the caller read.
+// position member, ARGV[3] the seq the caller read, ARGV[4] "claiming" to
+// set the counter even while a claim is between its steps.
 //
 // Answers {held, available, previous on_hand}, {'busy', why} or
 // {'missing'}.
@@ -245,7 +246,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'missing'}
 end
 local cur = redis.call('HMGET', KEYS[1], 'held', 'on_hand', 'claiming', 'seq')
-if tonumber(cur[3] or '0') > 0 then
+if ARGV[4] ~= 'claiming' and tonumber(cur[3] or '0') > 0 then
   return {'busy', 'claiming'}
 end
 if (cur[4] or '0') ~= ARGV[3] then
