@@ -141,6 +141,24 @@ func TestRecount(t *testing.T) {
 		settled(t, e)
 	})
 
+	t.Run("ClaimBegunByAnEarlierVersion", func(t *testing.T) {
+		e, _ := open(t)
+		e.Ledger.Err = errors.New("answer lost")
+		if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+			t.Fatalf("claim: got %v, want unavailable", err)
+		}
+		e.Ledger.Err = nil
+		// An instance without the claiming field began this claim.
+		if err := e.RDB.HDel(ctx, "t:{1}:item:10:1", "claiming").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := e.Claim(ctx, 1, "c"); err != nil || res.Status != tandem.StatusClaimed {
+			t.Fatalf("retried claim: got %+v, %v", res, err)
+		}
+		// Landing took nothing below zero: the next claim is seen.
+		settled(t, e)
+	})
+
 	t.Run("UndoneClaim", func(t *testing.T) {
 		e, _ := open(t)
 		// A claim whose ledger step never happened, undone by the reaper

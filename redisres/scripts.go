@@ -136,7 +136,7 @@ return {'released', cart[2], cart[3]}
 //
 // Answers {"notfound"}, {"stale"}, {"replay", expires_at_ms, lines} or
 // {"claimed", expires_at_ms, previous status}.
-const claimSrc = `
+const claimSrc = unclaimingLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'expires_at_ms', 'lines')
 if not cart[1] then
   return {'notfound'}
@@ -157,7 +157,7 @@ for item, qty, group in string.gmatch(cart[3], '(%d+):(%d+):(%d+)') do
   redis.call('HINCRBY', KEYS[k], field, -qty)
   redis.call('HINCRBY', KEYS[k], 'on_hand', -qty)
   if status == 'claiming' then
-    redis.call('HINCRBY', KEYS[k], 'claiming', -qty)
+    unclaiming(KEYS[k], qty)
   end
   redis.call('HINCRBY', KEYS[k], 'seq', 1)
   k = k + 1
@@ -278,6 +278,20 @@ redis.call('HSET', KEYS[1], 'available', tostring(available))
 return {tostring(available), tostring(held), cur[1]}
 `
 
+// unclaimingLua defines unclaiming(counter, qty): a claim that lands or is
+// undone takes its units off the counter's claiming field, never below
+// zero: a claim begun by an instance of an earlier version, which did not
+// add them, must not leave a negative field that hides the next claim from
+// a recount.
+const unclaimingLua = `
+local function unclaiming(counter, qty)
+  local c = tonumber(redis.call('HGET', counter, 'claiming') or '0')
+  if c > 0 then
+    redis.call('HINCRBY', counter, 'claiming', -math.min(c, tonumber(qty)))
+  end
+end
+`
+
 // unholdLua defines unhold(lines), shared by the scripts that end a hold:
 // each line's units go from held back to available on the position
 // counters KEYS[3..], one key per line in the lines' order.
@@ -365,7 +379,7 @@ return {'ok'}
 //
 // Answers 1 when it undid a claiming cart, 0 when the cart is not
 // claiming, -1 when it changed since the caller read it.
-const unclaimSrc = `
+const unclaimSrc = unclaimingLua + `
 local cart = redis.call('HMGET', KEYS[1], 'status', 'lines')
 if cart[1] ~= 'claiming' then
   return 0
@@ -375,7 +389,7 @@ if cart[2] ~= ARGV[1] then
 end
 local k = 3
 for item, qty, group in string.gmatch(cart[2], '(%d+):(%d+):(%d+)') do
-  redis.call('HINCRBY', KEYS[k], 'claiming', -qty)
+  unclaiming(KEYS[k], qty)
   redis.call('HINCRBY', KEYS[k], 'seq', 1)
   k = k + 1
 end
