@@ -67,6 +67,16 @@ func TestRecount(t *testing.T) {
 		e.MustReserve(t, tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 2, 1)}})
 		return e, l
 	}
+	// interrupt leaves cart c claiming: its claim's ledger step fails
+	// (the ledger is unchanged) and the cart waits for the retry.
+	interrupt := func(t *testing.T, e *env) {
+		t.Helper()
+		e.Ledger.Err = errors.New("ledger step failed")
+		if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
+			t.Fatalf("claim: got %v, want unavailable", err)
+		}
+		e.Ledger.Err = nil
+	}
 	// settled checks the position once everything landed: Redis agrees
 	// with the ledger's 1 and its invariants hold, and a recount now
 	// succeeds without changing it.
@@ -85,11 +95,7 @@ func TestRecount(t *testing.T) {
 		e, _ := open(t)
 		// The claim's ledger step committed but its answer was lost: the
 		// cart stays claiming, the ledger has 1, Redis still holds 2 of 3.
-		e.Ledger.Err = errors.New("answer lost")
-		if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
-			t.Fatalf("claim: got %v, want unavailable", err)
-		}
-		e.Ledger.Err = nil
+		interrupt(t, e)
 		if _, err := e.Ledger.DeductCart(ctx, 1, "c", []tandem.Line{{ItemID: 10, Quantity: 2, GroupID: 1}}); err != nil {
 			t.Fatal(err)
 		}
@@ -143,11 +149,7 @@ func TestRecount(t *testing.T) {
 
 	t.Run("ClaimBegunByAnEarlierVersion", func(t *testing.T) {
 		e, _ := open(t)
-		e.Ledger.Err = errors.New("answer lost")
-		if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
-			t.Fatalf("claim: got %v, want unavailable", err)
-		}
-		e.Ledger.Err = nil
+		interrupt(t, e)
 		// An instance without the claiming field began this claim.
 		if err := e.RDB.HDel(ctx, "t:{1}:item:10:1", "claiming").Err(); err != nil {
 			t.Fatal(err)
@@ -163,11 +165,7 @@ func TestRecount(t *testing.T) {
 		e, _ := open(t)
 		// A claim whose ledger step never happened, undone by the reaper
 		// after the grace: the position is quiet again.
-		e.Ledger.Err = errors.New("ledger down")
-		if _, err := e.Claim(ctx, 1, "c"); tandem.ErrorCode(err) != tandem.EUNAVAILABLE {
-			t.Fatalf("claim: got %v, want unavailable", err)
-		}
-		e.Ledger.Err = nil
+		interrupt(t, e)
 		e.Clock.Add(10*time.Second + redisres.ClaimingGrace + time.Second)
 		for range 2 {
 			if _, err := e.ExpireDue(ctx, e.Clock.Now(), 100); err != nil {
