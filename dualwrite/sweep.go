@@ -220,12 +220,17 @@ func (rp *repairer) sweep(ctx context.Context) (*SweepReport, error) {
 			return nil, err
 		}
 	}
+	return rp.sweepDone(rep, d, start), nil
+}
+
+// sweepDone records rep, with what d still has left, as the last sweep.
+func (rp *repairer) sweepDone(rep *SweepReport, d *Diff, start time.Time) *SweepReport {
 	rep.Left = len(d.Carts) + len(d.Positions)
 	rep.took = time.Since(start)
 	rp.statsMu.Lock()
 	rp.lastSweep = rep
 	rp.statsMu.Unlock()
-	return rep, nil
+	return rep
 }
 
 // sweepAlone is the sweep of a mode without a shadow (redis, mysql_only):
@@ -247,12 +252,7 @@ func (rp *repairer) sweepAlone(ctx context.Context, mode tandem.Mode, sot tandem
 			return nil, err
 		}
 	}
-	rep.Left = len(d.Positions)
-	rep.took = time.Since(start)
-	rp.statsMu.Lock()
-	rp.lastSweep = rep
-	rp.statsMu.Unlock()
-	return rep, nil
+	return rp.sweepDone(rep, d, start), nil
 }
 
 // convergeTouched converges carts from the SoT one by one, each in its

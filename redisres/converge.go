@@ -177,15 +177,9 @@ func (s *Store) recountTo(ctx context.Context, key tandem.Key, onHand int64, seq
 		return nil, tandem.Errorf(tandem.ECONFLICT, "a claim of %s is between its ledger step and its Redis step: recount it later", key)
 	case len(out) == 2 && out[0] == "busy":
 		return nil, tandem.Errorf(tandem.ECONFLICT, "on_hand of %s changed during the recount: recount it again", key)
-	case len(out) != 3:
-		return nil, fmt.Errorf("redisres: unexpected recount answer %q", out)
 	}
-	h, err1 := strconv.ParseInt(out[0], 10, 64)
-	a, err2 := strconv.ParseInt(out[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("redisres: recount answer %q", out)
-	}
-	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, nil
+	c, _, err := countersAnswer(key, "recount", out)
+	return c, err
 }
 
 // Place implements tandem.HoldPlacer with the reserve script: each line

@@ -92,7 +92,7 @@ func (s *Store) SetOnHand(ctx context.Context, key tandem.Key, onHand int64) (re
 	// it may have run), Redis is put back to the count the ledger still
 	// has: the legacy two-system window is that short compensation, which
 	// the drift audit covers.
-	c, prev, err := s.applyOnHand(ctx, key, onHand, true)
+	c, prev, err := s.applyOnHand(ctx, key, onHand)
 	if err != nil {
 		if tandem.ErrorCode(err) != tandem.ECONFLICT {
 			s.putBack(ctx, key, onHand, "")
@@ -121,11 +121,11 @@ const (
 // or the script's answer was lost and it was never sent), or to prev, the
 // count Redis had, when the ledger cannot be read. A legacy claim between
 // its ledger step and its Redis step then leaves Redis a few units short
-// (undersell) until the next count or the sweep's recount; one that
-// lands between the ledger's read and the put-back makes it read again
-// (the counter's seq), or Redis would get back units the claim sold. When Redis cannot be put back, it may
-// count units the ledger does not have: the window is counted and logged,
-// and the drift audit flags the position.
+// (undersell) until the next count or the sweep's recount; one that lands
+// between the ledger's read and the put-back makes it read again (the
+// counter's seq), or Redis would get back units the claim sold. When Redis
+// cannot be put back, it may count units the ledger does not have: the
+// window is counted and logged, and the drift audit flags the position.
 func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putBackTimeout)
 	defer cancel()
@@ -157,29 +157,30 @@ func (s *Store) putBack(ctx context.Context, key tandem.Key, onHand int64, prev 
 		zap.Stringer("key", key), zap.Int64("on_hand", onHand), zap.Error(err))
 }
 
-// applyOnHand runs the set-on-hand script; with check it refuses (ECONFLICT,
-// nothing changed) an on_hand below what Redis holds. It returns the
-// counters and the previous on_hand ("" when the position was new).
-func (s *Store) applyOnHand(ctx context.Context, key tandem.Key, onHand int64, check bool) (*tandem.Counters, string, error) {
-	mode := ""
-	if check {
-		mode = "check"
-	}
+// applyOnHand runs the set-on-hand script: it refuses (ECONFLICT, nothing
+// changed) an on_hand below what Redis holds. It returns the counters and
+// the previous on_hand ("" when the position was new).
+func (s *Store) applyOnHand(ctx context.Context, key tandem.Key, onHand int64) (*tandem.Counters, string, error) {
 	keys := []string{s.counterKey(key), s.positionsKey(key.ShopID)}
-	out, err := s.scripts.setOnHand.Run(ctx, s.rdb, keys, onHand, positionMember(key), mode).StringSlice()
+	out, err := s.scripts.setOnHand.Run(ctx, s.rdb, keys, onHand, positionMember(key)).StringSlice()
 	if err != nil {
 		return nil, "", translate("set on_hand", err)
 	}
 	if len(out) == 2 && out[0] == "conflict" {
 		return nil, "", tandem.Errorf(tandem.ECONFLICT, "on_hand %d is below the %s units held for %s", onHand, out[1], key)
 	}
+	return countersAnswer(key, "set on_hand", out)
+}
+
+// countersAnswer parses a script's {held, available, previous on_hand}.
+func countersAnswer(key tandem.Key, op string, out []string) (*tandem.Counters, string, error) {
 	if len(out) != 3 {
-		return nil, "", fmt.Errorf("redisres: unexpected set on_hand answer %q", out)
+		return nil, "", fmt.Errorf("redisres: unexpected %s answer %q", op, out)
 	}
 	h, err1 := strconv.ParseInt(out[0], 10, 64)
 	a, err2 := strconv.ParseInt(out[1], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, "", fmt.Errorf("redisres: set on_hand answer %q: %w", out, err)
+		return nil, "", fmt.Errorf("redisres: %s answer %q: %w", op, out, err)
 	}
 	return &tandem.Counters{Key: key, OnHand: a + h, Reserved: h, Available: a}, out[2], nil
 }

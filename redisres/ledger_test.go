@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tandemhq/tandem"
+	"github.com/tandemhq/tandem/redisres"
 )
 
 func TestStore_SetOnHand(t *testing.T) {
@@ -103,7 +104,7 @@ func TestStore_SetOnHand(t *testing.T) {
 	})
 }
 
-// lostAnswer lets the next checked set-on-hand script run in Redis, then
+// lostAnswer lets the next set-on-hand script run in Redis, then
 // fails it as a read timeout does: the script ran, its answer is lost.
 type lostAnswer struct{ armed atomic.Bool }
 
@@ -112,8 +113,7 @@ func (h *lostAnswer) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *lostAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		args := cmd.Args()
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && args[len(args)-1] == "check" && err == nil && h.armed.CompareAndSwap(true, false) {
+		if redisres.IsSetOnHand(cmd) && err == nil && h.armed.CompareAndSwap(true, false) {
 			err = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 			cmd.SetErr(err)
 		}

@@ -40,6 +40,28 @@ func (l *hookedLedger) OnHand(ctx context.Context, key tandem.Key) (int64, error
 	return v, err
 }
 
+// openHooked opens a store on miniredis over a hooked ledger, with 3 units
+// of 1/10/1 stocked and cart c holding 2 of them.
+func openHooked(t *testing.T) (*env, *hookedLedger) {
+	t.Helper()
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	l := &hookedLedger{Ledger: memres.NewLedger()}
+	c := newClock()
+	s := redisres.NewStore(rdb, l)
+	s.Prefix, s.Now = "t:", c.Now
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e := &env{Store: s, Ledger: l.Ledger, Clock: c, RDB: rdb, Prefix: "t:"}
+	e.MustStock(t, key(1, 10, 1), 3)
+	e.MustReserve(t, tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 2, 1)}})
+	return e, l
+}
+
 // A recount sets a Redis counter from the ledger. The legacy claim writes
 // the ledger first and Redis second, and a MySQL source of truth's claim
 // or stock count reaches Redis after the ledger: a recount between the two
@@ -50,23 +72,6 @@ func (l *hookedLedger) OnHand(ctx context.Context, key tandem.Key) (int64, error
 func TestRecount(t *testing.T) {
 	ctx := context.Background()
 	k := key(1, 10, 1)
-	open := func(t *testing.T) (*env, *hookedLedger) {
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { rdb.Close() })
-		l := &hookedLedger{Ledger: memres.NewLedger()}
-		c := newClock()
-		s := redisres.NewStore(rdb, l)
-		s.Prefix, s.Now = "t:", c.Now
-		if err := s.Open(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		e := &env{Store: s, Ledger: l.Ledger, Clock: c, RDB: rdb, Prefix: "t:"}
-		e.MustStock(t, k, 3)
-		e.MustReserve(t, tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 2, 1)}})
-		return e, l
-	}
 	// interrupt leaves cart c claiming: its claim's ledger step fails
 	// (the ledger is unchanged) and the cart waits for the retry.
 	interrupt := func(t *testing.T, e *env) {
@@ -92,7 +97,7 @@ func TestRecount(t *testing.T) {
 	}
 
 	t.Run("InsideAClaimsWindow", func(t *testing.T) {
-		e, _ := open(t)
+		e, _ := openHooked(t)
 		// The claim's ledger step committed but its answer was lost: the
 		// cart stays claiming, the ledger has 1, Redis still holds 2 of 3.
 		interrupt(t, e)
@@ -111,7 +116,7 @@ func TestRecount(t *testing.T) {
 	})
 
 	t.Run("AClaimBetweenItsReads", func(t *testing.T) {
-		e, l := open(t)
+		e, l := openHooked(t)
 		// The whole claim runs after the recount read the ledger's 3.
 		l.hook = func() {
 			if _, err := e.Claim(ctx, 1, "c"); err != nil {
@@ -125,7 +130,7 @@ func TestRecount(t *testing.T) {
 	})
 
 	t.Run("ASettleBetweenItsReads", func(t *testing.T) {
-		e, l := open(t)
+		e, l := openHooked(t)
 		if _, err := e.Release(ctx, 1, "c"); err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +153,7 @@ func TestRecount(t *testing.T) {
 	})
 
 	t.Run("ClaimBegunByAnEarlierVersion", func(t *testing.T) {
-		e, _ := open(t)
+		e, _ := openHooked(t)
 		interrupt(t, e)
 		// An instance without the claiming field began this claim.
 		if err := e.RDB.HDel(ctx, "t:{1}:item:10:1", "claiming").Err(); err != nil {
@@ -162,7 +167,7 @@ func TestRecount(t *testing.T) {
 	})
 
 	t.Run("UndoneClaim", func(t *testing.T) {
-		e, _ := open(t)
+		e, _ := openHooked(t)
 		// A claim whose ledger step never happened, undone by the reaper
 		// after the grace: the position is quiet again.
 		interrupt(t, e)
@@ -187,20 +192,7 @@ func TestRecount(t *testing.T) {
 func TestPutBackAroundAClaim(t *testing.T) {
 	ctx := context.Background()
 	k := key(1, 10, 1)
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	l := &hookedLedger{Ledger: memres.NewLedger()}
-	c := newClock()
-	s := redisres.NewStore(rdb, l)
-	s.Prefix, s.Now = "t:", c.Now
-	if err := s.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	e := &env{Store: s, Ledger: l.Ledger, Clock: c, RDB: rdb, Prefix: "t:"}
-	e.MustStock(t, k, 3)
-	e.MustReserve(t, tandem.ReserveRequest{CartToken: "c", ShopID: 1, TTL: 10 * time.Second, Lines: []tandem.LineRequest{line(10, 2, 1)}})
+	e, l := openHooked(t)
 
 	// The count to 10 reaches Redis, its ledger write fails; the claim of
 	// c lands just after the put-back read the ledger's 3.

@@ -207,16 +207,17 @@ return 1
 // on_hand - held, with held read inside the script so that a reserve that
 // ran since the caller's check is not lost.
 //
+// It refuses, changing nothing, an on_hand below what is held.
+//
 // KEYS[1] counter, KEYS[2] shop positions set. ARGV[1] on_hand, ARGV[2]
-// position member ("item:group"), ARGV[3] "check" to refuse (changing
-// nothing) when on_hand is below what is held.
+// position member ("item:group").
 //
 // Answers {held, available, previous on_hand} or {'conflict', held}.
 const setOnHandSrc = `
 local cur = redis.call('HMGET', KEYS[1], 'held', 'on_hand')
 local held = tonumber(cur[1] or '0')
 local onHand = tonumber(ARGV[1])
-if ARGV[3] == 'check' and onHand < held then
+if onHand < held then
   return {'conflict', tostring(held)}
 end
 redis.call('HSET', KEYS[1], 'on_hand', ARGV[1], 'available', tostring(onHand - held), 'held', tostring(held))
